@@ -1,0 +1,57 @@
+// Timing a callable on a device: wall-clock on the CPU, CUDA events with an L2 flush between
+// iterations on a GPU (DESIGN.md §8). Used by `tileops bench` and tuning.
+#pragma once
+
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tileops/core/device.h"
+
+namespace tileops::perf {
+
+struct TimingOptions {
+  /// Time spent running the callable untimed after calibration, milliseconds.
+  double warmup_ms = 25;
+  /// Time budget of the timed iterations, milliseconds: iterations = budget / per-call cost.
+  double budget_ms = 100;
+  /// Bounds of the number of timed iterations.
+  int min_iters = 10;
+  int max_iters = 200;
+  /// CUDA: overwrite a buffer of twice the L2 size (cudaMemsetAsync) before each iteration,
+  /// outside the timed region, so that every iteration starts with a cold L2.
+  bool flush_l2 = true;
+};
+
+struct TimingResult {
+  double median_s = 0;
+  double min_s = 0;
+  double p90_s = 0;
+  double mean_s = 0;
+  int iterations = 0;
+  /// "cpu wall clock" or "cuda events, L2 flushed" (event timing overstates kernels of a few
+  /// microseconds by the event overhead).
+  std::string method;
+  /// Per-iteration times, seconds, in the order they were taken.
+  std::vector<double> samples_s;
+};
+
+/// Times `fn`, which runs one call on `device` (on a GPU: launches its work on
+/// cuda_current_stream(device.index) and need not synchronise). Steps: one untimed call (first
+/// build), three timed calibration calls giving the per-call cost, warm-up for warmup_ms, then
+/// clamp(budget_ms / cost, min_iters, max_iters) iterations, each timed on its own.
+/// UsageError for a CUDA device without CUDA. Exceptions of `fn` propagate.
+TimingResult time_op(const std::function<void()>& fn, Device device, TimingOptions options = {});
+
+/// The q-quantile (0 <= q <= 1) of `samples` with linear interpolation between order statistics
+/// (numpy's default): q = 0.5 is the median. NaN for an empty sample.
+double percentile(std::span<const double> samples, double q);
+
+/// Median, min, p90, mean and the count of `samples_s`.
+TimingResult summarize(std::vector<double> samples_s, std::string method);
+
+/// clamp(budget_ms / per_call_s, min_iters, max_iters); max_iters for a zero or negative cost.
+int choose_iterations(double per_call_s, const TimingOptions& options);
+
+}  // namespace tileops::perf
