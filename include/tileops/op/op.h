@@ -1,0 +1,265 @@
+// The Op base class: construction, the seven steps of a call, kernel selection and caching,
+// targets, composite sub-ops, call records, roofline, tuning and undo (DESIGN.md §4-6).
+//
+// An op class derives from the base tileops-gen generates from its manifest entry
+// (tileops/gen/<family>.h), which derives from Op and supplies the typed constructor, the typed
+// call operator and the generated signature check. The op class writes `forward` and declares
+// its kernel interfaces, implementations and delegate types.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <typeindex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "tileops/core/error.h"
+#include "tileops/core/tensor.h"
+#include "tileops/kernel/kernel.h"
+#include "tileops/op/op_class.h"
+#include "tileops/op/schema.h"
+#include "tileops/op/signature_call.h"
+#include "tileops/target/target.h"
+
+namespace tileops {
+
+/// The tensors of one call: the manifest inputs in order (an undefined Tensor for an absent
+/// optional input) and one entry per `buffer: out` output (undefined when not passed).
+struct CallArgs {
+  std::span<const Tensor* const> inputs;
+  std::span<const Tensor* const> outs;
+};
+
+class Op {
+ public:
+  Op(const Op&) = delete;
+  Op& operator=(const Op&) = delete;
+  virtual ~Op();
+
+  // ---- identity ---------------------------------------------------------------------------
+  const OpClass& op_class() const { return *class_; }
+  const OpSchema& schema() const { return *class_->schema; }
+  std::string_view name() const { return class_->name; }
+  /// Unique per instance and never reused in the process ("RMSNormFwdOp#3").
+  const std::string& instance_key() const { return instance_key_; }
+  /// The target given at construction (unset when none).
+  const Target& target() const { return target_; }
+  /// The manifest parameters by name, defaults included, as the instance holds them.
+  const ParamMap& param_values() const { return param_values_; }
+
+  // ---- calls -------------------------------------------------------------------------------
+  /// The dynamic path: inputs in manifest order (undefined Tensor = absent optional), `outs` one
+  /// per `buffer: out` output (may be empty). Returns the outputs in manifest order.
+  std::vector<Tensor> call(std::span<const Tensor> inputs, std::span<const Tensor> outs = {});
+
+  /// The target this instance selected: nullopt before selection (and after an undone one),
+  /// "BUILTIN" for the in-tree kernels, else the target's name.
+  std::optional<std::string> serving_target() const;
+
+  // ---- records and roofline ---------------------------------------------------------------
+  /// The last completed call. UsageError before any call completed.
+  SignatureCallPtr last_call() const;
+  /// (flops, bytes) of last_call, from the manifest roofline.
+  Roofline eval_roofline() const;
+  /// The compute unit pricing the FLOPs ("cuda_core.fp32", "tensor_core.bf16").
+  virtual std::string roof_key() const { return "cuda_core.fp32"; }
+  /// Read part of the roofline bytes of last_call (bytes minus written bytes).
+  virtual std::optional<double> eval_roofline_read_bytes() const;
+
+  // ---- tuning and enumeration -------------------------------------------------------------
+  /// Puts the op and its held sub-ops in tuned mode; every built kernel gets request_tune() now
+  /// and every kernel built later right after it is built. Warns once (stderr) when a target
+  /// serves the op, since a target's kernels cannot be tuned from here.
+  void request_tune();
+  bool tune_requested() const { return tune_requested_.load(std::memory_order_relaxed); }
+  /// Configuration of the first configured kernel of iter_kernels(), or nullopt.
+  std::optional<std::string> kernel_config() const;
+  /// Every in-tree kernel built by this op and by its held sub-ops (recursively, each once).
+  std::vector<Kernel*> iter_kernels() const;
+  /// Entries built for `interface` keyed by "key[identity]"; when a target serves, the target
+  /// kernels keyed by device and input specs (interface ignored).
+  std::vector<std::string> built_entries(std::string_view interface) const;
+  /// Held sub-ops in stage order, then holding order.
+  std::vector<Op*> held_delegates() const;
+
+ protected:
+  /// Stores the class and the target. The generated base then calls construct().
+  Op(const OpClass& op_class, Target target);
+
+  /// Construction steps after the target is stored: (1) load the backend registry, (2) check
+  /// the parameter values (`check_params`, generated), (3) install the implementation table and
+  /// check its contracts, (4) register the instance, (5) build empty state. Selects and builds
+  /// no kernel and reads no device property.
+  void construct(void (*check_params)(const void* params), const void* params,
+                 ParamMap param_values);
+
+  /// Runs one call through the seven steps; returns the outputs in manifest order.
+  std::vector<Tensor> run_call(const CallArgs& args);
+
+  /// The entry of interface `Iface` serving `call`: one lookup on a hit; on a miss selects one
+  /// implementation (availability, refusal, general, preferred_over), builds its entry once per
+  /// (implementation, identity) and caches it under (interface, call).
+  template <class Iface>
+  Iface& kernel_for(const typename Iface::Request& call);
+
+  /// The key of the implementation that would serve `call` (nothing is built). Accepts explicit
+  /// device facts in `call.facts` (tests use them).
+  template <class Iface>
+  std::string key_for(const typename Iface::Request& call) const;
+
+  /// Holds the sub-op of `stage` for `identity` (nullopt for sub-ops settled at construction):
+  /// built once from `params` with this op's target, or `given` (kept with its own target).
+  template <class SubOp>
+  SubOp& delegate_for(std::string_view stage, std::optional<std::string> identity,
+                      std::shared_ptr<SubOp> given, typename SubOp::Params params = {});
+
+  /// The record of the call now running on this thread (valid inside forward).
+  const SignatureCall& current_call() const;
+
+ private:
+  // Generated (by the per-op base).
+  virtual SignatureCall check_call(const CallArgs& args) const = 0;
+  virtual void run_forward(const SignatureCall& call, const CallArgs& args,
+                           std::span<const Tensor> outputs) = 0;
+
+  struct EntryCacheBase {
+    virtual ~EntryCacheBase() = default;
+  };
+  template <class Request>
+  struct EntryCache : EntryCacheBase {
+    struct Hash {
+      std::size_t operator()(const Request& r) const { return r.hash(); }
+    };
+    std::unordered_map<Request, std::pair<std::shared_ptr<Kernel>, void*>, Hash> by_call;
+  };
+  struct InterfaceSlot {
+    const InterfaceInfo* info = nullptr;
+    std::vector<const ImplementationInfo*> implementations;
+    std::vector<std::vector<bool>> preferred;  // transitive preferred_over, by position
+    std::unique_ptr<EntryCacheBase> cache;  // binding group
+    std::vector<std::pair<std::string, std::shared_ptr<Kernel>>> built;  // binding group
+  };
+  struct HeldDelegate {
+    std::string stage;
+    std::optional<std::string> identity;
+    std::shared_ptr<Op> op;
+  };
+
+  InterfaceSlot& slot_for(std::type_index iface) const;
+  // Selection on a miss, type-erased over the call spec.
+  const ImplementationInfo& select(const InterfaceSlot& slot, const void* call,
+                                   const CallSpec& base, const DeviceFacts& facts,
+                                   const std::string& call_str) const;
+  std::shared_ptr<Kernel> build_entry(InterfaceSlot& slot, const ImplementationInfo& impl,
+                                      const void* call, const CallSpec& base);
+  [[noreturn]] void fail_call_spec(const std::string& why) const;
+  void after_build(Kernel& kernel);
+  void hold(std::string_view stage, std::optional<std::string> identity,
+            std::shared_ptr<Op> sub);
+  Op* find_held(std::string_view stage, const std::optional<std::string>& identity) const;
+  const DelegateType& delegate_type(std::string_view stage) const;
+  Target inherited_target() const { return target_; }
+
+  // The seven steps' helpers.
+  bool select_target(const Device& device);  // returns true when this call bound the target
+  void reset_binding();
+  void warn_tune_unreachable();
+  std::vector<Tensor> run_target_kernel(const SignatureCall& call, const CallArgs& args);
+  void check_outputs(const SignatureCall& call, const CallArgs& args,
+                     std::span<const Tensor> outputs) const;
+  std::vector<Tensor> allocate_outputs(const SignatureCall& call, const CallArgs& args) const;
+  void file_stages(SignatureCall& call, std::vector<std::pair<Op*, SignatureCallPtr>>& subcalls);
+
+  // ---- construction group (never reset) ----
+  const OpClass* class_;
+  Target target_;
+  ParamMap param_values_;
+  std::string instance_key_;
+  std::vector<ImplementationInfo> installed_;  // in-tree + backend kernel types
+  mutable std::vector<InterfaceSlot> slots_;
+
+  // ---- binding group (reset by reset_binding) ----
+  mutable std::shared_mutex binding_mutex_;
+  enum class Binding : std::uint8_t { unresolved, builtin, target };
+  std::atomic<Binding> binding_state_{Binding::unresolved};
+  std::string serving_name_;
+  const KernelBuilder* builder_ = nullptr;
+  std::unordered_map<std::string, TargetKernel> target_kernels_;
+
+  // ---- running group ----
+  std::atomic<bool> tune_requested_{false};
+  std::atomic<bool> tune_warned_{false};
+  mutable std::mutex delegates_mutex_;
+  std::vector<HeldDelegate> delegates_;
+  mutable std::mutex last_call_mutex_;
+  SignatureCallPtr last_call_;
+};
+
+// ---- template definitions ------------------------------------------------------------------
+
+template <class Iface>
+Iface& Op::kernel_for(const typename Iface::Request& call) {
+  using Request = typename Iface::Request;
+  InterfaceSlot& slot = slot_for(typeid(Iface));
+  {
+    std::shared_lock lock(binding_mutex_);
+    if (slot.cache) {
+      auto& by_call = static_cast<EntryCache<Request>*>(slot.cache.get())->by_call;
+      if (auto it = by_call.find(call); it != by_call.end()) {
+        return *static_cast<Iface*>(it->second.second);
+      }
+    }
+  }
+  if (call.facts) {
+    fail_call_spec("the call spec states device facts; only key_for accepts them");
+  }
+  const std::string call_str = call.str();
+  std::unique_lock lock(binding_mutex_);
+  if (!slot.cache) slot.cache = std::make_unique<EntryCache<Request>>();
+  auto& by_call = static_cast<EntryCache<Request>*>(slot.cache.get())->by_call;
+  if (auto it = by_call.find(call); it != by_call.end()) {
+    return *static_cast<Iface*>(it->second.second);
+  }
+  const DeviceFacts facts = detail::device_facts(call.device);
+  const ImplementationInfo& impl = select(slot, &call, call, facts, call_str);
+  std::shared_ptr<Kernel> entry = build_entry(slot, impl, &call, call);
+  auto* iface = dynamic_cast<Iface*>(entry.get());
+  if (iface == nullptr) {
+    throw DispatchError(std::string(name()) + ": implementation '" + impl.key +
+                        "' built an entry that does not implement interface '" +
+                        std::string(Iface::name) + "'");
+  }
+  by_call.emplace(call, std::make_pair(entry, static_cast<void*>(iface)));
+  return *iface;
+}
+
+template <class Iface>
+std::string Op::key_for(const typename Iface::Request& call) const {
+  const InterfaceSlot& slot = slot_for(typeid(Iface));
+  const DeviceFacts facts = call.facts ? *call.facts : detail::device_facts(call.device);
+  return select(slot, &call, call, facts, call.str()).key;
+}
+
+template <class SubOp>
+SubOp& Op::delegate_for(std::string_view stage, std::optional<std::string> identity,
+                        std::shared_ptr<SubOp> given, typename SubOp::Params params) {
+  (void)delegate_type(stage);  // unknown stage → UsageError
+  if (Op* held = find_held(stage, identity)) {
+    return static_cast<SubOp&>(*held);
+  }
+  std::shared_ptr<Op> sub = given ? std::static_pointer_cast<Op>(given)
+                                  : std::static_pointer_cast<Op>(
+                                        std::make_shared<SubOp>(std::move(params), inherited_target()));
+  hold(stage, std::move(identity), sub);
+  return static_cast<SubOp&>(*sub);
+}
+
+}  // namespace tileops

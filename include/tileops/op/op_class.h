@@ -1,0 +1,107 @@
+// The static description of an op class: its manifest schema, kernel interfaces and
+// implementations, delegate types, injected parameters and the dynamic factory. Built once per
+// class at registration (TILEOPS_REGISTER_OP) and checked against the manifest entry there.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <typeindex>
+#include <vector>
+
+#include "tileops/kernel/kernel.h"
+#include "tileops/op/schema.h"
+#include "tileops/op/value.h"
+#include "tileops/target/target.h"
+
+namespace tileops {
+
+class Op;
+
+/// One stage of `delegate_types`: the stage name and the sub-op class held there.
+struct DelegateType {
+  std::string stage;
+  std::string op;  ///< the sub-op's manifest name
+};
+
+struct OpClass {
+  std::string name;
+  const OpSchema* schema = nullptr;
+  std::vector<InterfaceInfo> interfaces;
+  std::vector<ImplementationInfo> kernel_types;  ///< in-tree, in declaration order
+  std::vector<DelegateType> delegate_types;      ///< stage order
+  std::vector<std::string> injected_parameters;
+  /// Builds an instance from parameters by manifest name (the dynamic path).
+  std::function<std::unique_ptr<Op>(const ParamMap& params, Target target)> factory;
+  /// Problems found when the class was registered (empty when the class agrees with its entry).
+  /// Constructing an instance of a class with problems throws ManifestError listing them.
+  std::vector<std::string> registration_problems;
+};
+
+namespace detail {
+template <class T>
+concept HasInterfaces = requires { T::interfaces(); };
+template <class T>
+concept HasKernelTypes = requires { T::kernel_types(); };
+template <class T>
+concept HasDelegateTypes = requires { T::delegate_types(); };
+template <class T>
+concept HasInjected = requires { T::injected_parameters(); };
+template <class T>
+concept HasFactory = requires(const ParamMap& m, Target t) { T::from_params(m, t); };
+
+/// Checks a class against its manifest entry and its implementation table's contracts; returns
+/// one message per problem.
+std::vector<std::string> check_op_class(const OpClass& op_class);
+/// Registers the class under its name for the dynamic path (tileops::make_op).
+void register_op_class(const OpClass* op_class);
+}  // namespace detail
+
+/// The OpClass of `Derived`, built on first use. `Derived` provides the static members it needs
+/// (`interfaces()`, `kernel_types()`, `delegate_types()`, `injected_parameters()`); the
+/// generated base supplies `schema_data()` and `params_from_map()`.
+template <class Derived>
+const OpClass& op_class_of() {
+  static const OpClass instance = [] {
+    OpClass c;
+    c.schema = &Derived::schema_data();
+    c.name = std::string(c.schema->name);
+    if constexpr (detail::HasInterfaces<Derived>) c.interfaces = Derived::interfaces();
+    if constexpr (detail::HasKernelTypes<Derived>) c.kernel_types = Derived::kernel_types();
+    if constexpr (detail::HasDelegateTypes<Derived>) c.delegate_types = Derived::delegate_types();
+    if constexpr (detail::HasInjected<Derived>) c.injected_parameters = Derived::injected_parameters();
+    if constexpr (detail::HasFactory<Derived>) {
+      c.factory = [](const ParamMap& m, Target t) -> std::unique_ptr<Op> {
+        return Derived::from_params(m, std::move(t));
+      };
+    } else {
+      c.factory = [](const ParamMap& m, Target t) -> std::unique_ptr<Op> {
+        return std::make_unique<Derived>(Derived::params_from_map(m), std::move(t));
+      };
+    }
+    c.registration_problems = detail::check_op_class(c);
+    return c;
+  }();
+  return instance;
+}
+
+/// Registers `Derived` under its manifest name at static-initialisation time.
+#define TILEOPS_REGISTER_OP(Derived)                                                \
+  namespace {                                                                       \
+  [[maybe_unused]] const bool tileops_registered_##Derived = [] {                   \
+    ::tileops::detail::register_op_class(&::tileops::op_class_of<Derived>());        \
+    return true;                                                                    \
+  }();                                                                              \
+  }
+
+/// Registered op classes, sorted by name.
+std::vector<const OpClass*> registered_op_classes();
+const OpClass* find_op_class(std::string_view name);
+
+/// The dynamic path: constructs the op named `name` from parameters by manifest name. Unknown
+/// names raise OpNotAvailableError (manifest entry without code) or SignatureError (no entry).
+std::unique_ptr<Op> make_op(std::string_view name, const ParamMap& params, Target target = {});
+
+}  // namespace tileops

@@ -1,0 +1,41 @@
+// Internal: element types of the CPU kernels and the dtype dispatch over them.
+#pragma once
+
+#include <type_traits>
+
+#include <fmt/format.h>
+
+#include "tileops/core/error.h"
+#include "tileops/core/half.h"
+
+namespace tileops::cpu {
+
+inline float to_float(float v) { return v; }
+inline float to_float(Half v) { return v.to_float(); }
+inline float to_float(BFloat16 v) { return v.to_float(); }
+
+template <class T>
+T from_float(float v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else {
+    return T::from_float(v);
+  }
+}
+
+/// Calls f(T{}) with T the storage type of a float16 / bfloat16 / float32 dtype.
+template <class F>
+decltype(auto) dispatch_float(DType dtype, const char* what, F&& f) {
+  switch (dtype) {
+    case DType::float32:
+      return f(float{});
+    case DType::float16:
+      return f(Half{});
+    case DType::bfloat16:
+      return f(BFloat16{});
+    default:
+      throw SignatureError(fmt::format("{}: dtype {} is not supported", what, dtype_name(dtype)));
+  }
+}
+
+}  // namespace tileops::cpu

@@ -1,0 +1,77 @@
+#if TILEOPS_WITH_CUDA
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "kernels/cuda_tuning.h"
+#include "tileops/core/cuda.h"
+
+namespace tileops {
+namespace {
+
+std::string device_key(int device) {
+  const auto& props = cuda_device_properties(device);
+  int driver = 0;
+  cudaDriverGetVersion(&driver);
+  return fmt::format("{}|driver {}|tileops {}", props.name, driver, TILEOPS_VERSION_STRING);
+}
+
+float time_candidate(const std::function<void(std::size_t)>& launch, std::size_t i,
+                     cudaStream_t stream) {
+  constexpr int kWarmup = 3;
+  constexpr int kRuns = 15;
+  for (int w = 0; w < kWarmup; ++w) launch(i);
+  cudaEvent_t start = nullptr;
+  cudaEvent_t stop = nullptr;
+  check_cuda(cudaEventCreate(&start), "cudaEventCreate");
+  check_cuda(cudaEventCreate(&stop), "cudaEventCreate");
+  std::vector<float> times;
+  for (int r = 0; r < kRuns; ++r) {
+    check_cuda(cudaEventRecord(start, stream), "cudaEventRecord");
+    launch(i);
+    check_cuda(cudaEventRecord(stop, stream), "cudaEventRecord");
+    check_cuda(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    float ms = 0;
+    check_cuda(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    times.push_back(ms);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::nth_element(times.begin(), times.begin() + kRuns / 2, times.end());
+  return times[kRuns / 2];
+}
+
+}  // namespace
+
+std::string tuning_key(std::string_view kernel, std::string_view identity) {
+  return fmt::format("{}|{}", kernel, identity);
+}
+
+std::size_t tune_by_timing(const std::string& key, const std::vector<std::string>& candidates,
+                           int device, void* stream,
+                           const std::function<void(std::size_t)>& launch) {
+  if (candidates.empty()) return 0;
+  const std::string full_key = device_key(device) + "|" + key;
+  if (const auto stored = tuning_db::lookup(full_key)) {
+    const auto it = std::find(candidates.begin(), candidates.end(), *stored);
+    if (it != candidates.end()) return static_cast<std::size_t>(it - candidates.begin());
+  }
+  auto* s = static_cast<cudaStream_t>(stream);
+  std::size_t best = 0;
+  float best_ms = 0;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    const float ms = time_candidate(launch, i, s);
+    if (i == 0 || ms < best_ms) {
+      best = i;
+      best_ms = ms;
+    }
+  }
+  tuning_db::store(full_key, candidates[best]);
+  return best;
+}
+
+}  // namespace tileops
+
+#endif  // TILEOPS_WITH_CUDA

@@ -1,0 +1,87 @@
+#if TILEOPS_WITH_CUDA
+
+#include "kernels/norm/rms_norm_cuda_kernel.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/cuda_tuning.h"
+#include "tileops/core/cuda.h"
+
+namespace tileops {
+
+std::optional<std::string> RmsNormCuda::refusal(const RmsNormCall& call) {
+  if (call.dtype != DType::float32 && call.dtype != DType::float16 &&
+      call.dtype != DType::bfloat16) {
+    return "dtype " + std::string(dtype_name(call.dtype)) + " is not float32, float16 or bfloat16";
+  }
+  return std::nullopt;
+}
+
+RmsNormCuda::RmsNormCuda(const RmsNormCall& call)
+    : call_(call),
+      config_(cuda_kernels::rms_norm_default_config(call.rows, call.cols, call.dtype,
+                                                    call.device.index)) {}
+
+std::string RmsNormCuda::config() const {
+  std::lock_guard lock(mutex_);
+  return config_.str() + (tuned_ ? " (tuned)" : "");
+}
+
+std::vector<std::string> RmsNormCuda::tuning_space() const {
+  std::vector<std::string> out;
+  for (const auto& c : cuda_kernels::rms_norm_tuning_space(call_.rows, call_.cols, call_.dtype,
+                                                           call_.device.index)) {
+    out.push_back(c.str());
+  }
+  return out;
+}
+
+void RmsNormCuda::tune(const cuda_kernels::RmsNormArgs& args, void* stream) {
+  const auto space = cuda_kernels::rms_norm_tuning_space(call_.rows, call_.cols, call_.dtype,
+                                                         call_.device.index);
+  // Tuning launches write y repeatedly (harmless) and, in fused mode, would add x into the
+  // residual repeatedly: tune on a scratch copy of the residual.
+  cuda_kernels::RmsNormArgs trial = args;
+  Tensor scratch;
+  if (args.residual != nullptr) {
+    scratch = Tensor::empty({args.rows, args.residual_row_stride}, call_.dtype, call_.device);
+    trial.residual = scratch.data_ptr();
+  }
+  const std::string key = tuning_key("rms_norm", call_.str());
+  std::vector<std::string> names;
+  for (const auto& c : space) names.push_back(c.str());
+  const std::size_t best = tune_by_timing(key, names, call_.device.index, stream, [&](std::size_t i) {
+    cuda_kernels::launch_rms_norm(trial, space[i], stream);
+  });
+  config_ = space[best];
+  tuned_ = true;
+}
+
+void RmsNormCuda::forward(const Tensor& x, const Tensor* residual, const Tensor& weight,
+                          const Tensor& y, double eps) {
+  cuda_kernels::RmsNormArgs args;
+  args.x = x.data_ptr();
+  args.x_row_stride = x.stride(0);
+  args.residual = residual != nullptr ? residual->data_ptr() : nullptr;
+  args.residual_row_stride = residual != nullptr ? residual->stride(0) : 0;
+  args.weight = weight.data_ptr();
+  args.y = y.data_ptr();
+  args.y_row_stride = y.stride(0);
+  args.rows = x.size(0);
+  args.cols = x.size(1);
+  args.eps = static_cast<float>(eps);
+  args.dtype = call_.dtype;
+  void* stream = cuda_current_stream(call_.device.index);
+  cuda_kernels::RmsNormConfig config;
+  {
+    std::lock_guard lock(mutex_);
+    if (tune_requested() && !tuned_) tune(args, stream);
+    config = config_;
+  }
+  cuda_kernels::launch_rms_norm(args, config, stream);
+}
+
+}  // namespace tileops
+
+#endif  // TILEOPS_WITH_CUDA

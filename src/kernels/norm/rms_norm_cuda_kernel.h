@@ -1,0 +1,39 @@
+// Internal: the CUDA implementation of the rms_norm interface (Hopper, sm_90a). Wraps the
+// launcher of rms_norm_cuda.cu; exposes its configuration and tunes among its candidates.
+#pragma once
+
+#if TILEOPS_WITH_CUDA
+
+#include <mutex>
+#include <optional>
+
+#include "kernels/norm/rms_norm_cuda.h"
+#include "tileops/ops/norm.h"
+
+namespace tileops {
+
+class RmsNormCuda final : public Kernel, public RmsNormInterface {
+ public:
+  using Interface = RmsNormInterface;
+  static std::vector<Device::Type> devices() { return {Device::Type::cuda}; }
+  static std::optional<std::vector<int>> supported_archs() { return std::vector<int>{90}; }
+  static std::optional<std::string> refusal(const RmsNormCall& call);
+  explicit RmsNormCuda(const RmsNormCall& call);
+
+  void forward(const Tensor& x, const Tensor* residual, const Tensor& weight, const Tensor& y,
+               double eps) override;
+  std::string config() const override;
+  std::vector<std::string> tuning_space() const override;
+
+ private:
+  void tune(const cuda_kernels::RmsNormArgs& args, void* stream);
+
+  RmsNormCall call_;
+  mutable std::mutex mutex_;
+  cuda_kernels::RmsNormConfig config_;
+  bool tuned_ = false;
+};
+
+}  // namespace tileops
+
+#endif  // TILEOPS_WITH_CUDA

@@ -1,0 +1,25 @@
+// Internal: the CPU implementation of the long_rope interface (the general one).
+#pragma once
+
+#include "tileops/ops/rope.h"
+
+namespace tileops {
+
+class LongRopeCpu final : public Kernel, public LongRopeInterface {
+ public:
+  using Interface = LongRopeInterface;
+  static std::vector<Device::Type> devices() { return {Device::Type::cpu}; }
+  static constexpr bool general = true;
+  explicit LongRopeCpu(const LongRopeCall& call) : call_(call) {}
+  void forward(const Tensor& x, const Tensor* positions, const Tensor& inv_freq, const Tensor& y,
+               std::int64_t batch, std::int64_t seq, std::int64_t heads,
+               double attention_scaling) override;
+
+ private:
+  LongRopeCall call_;
+};
+
+/// The rotation angle of position p for frequency f, reduced to [-pi, pi] in double precision.
+double long_rope_reduced_angle(double position, double inv_freq);
+
+}  // namespace tileops

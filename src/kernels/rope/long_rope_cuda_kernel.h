@@ -1,0 +1,39 @@
+// Internal: the CUDA implementation of the long_rope interface (Hopper, sm_90a). Wraps the
+// launcher of long_rope_cuda.cu; exposes its configuration and tunes among its candidates.
+#pragma once
+
+#if TILEOPS_WITH_CUDA
+
+#include <mutex>
+#include <optional>
+
+#include "kernels/rope/long_rope_cuda.h"
+#include "tileops/ops/rope.h"
+
+namespace tileops {
+
+class LongRopeCuda final : public Kernel, public LongRopeInterface {
+ public:
+  using Interface = LongRopeInterface;
+  static std::vector<Device::Type> devices() { return {Device::Type::cuda}; }
+  static std::optional<std::vector<int>> supported_archs() { return std::vector<int>{90}; }
+  static std::optional<std::string> refusal(const LongRopeCall& call);
+  explicit LongRopeCuda(const LongRopeCall& call) : call_(call) {}
+
+  void forward(const Tensor& x, const Tensor* positions, const Tensor& inv_freq, const Tensor& y,
+               std::int64_t batch, std::int64_t seq, std::int64_t heads,
+               double attention_scaling) override;
+  std::string config() const override;
+  std::vector<std::string> tuning_space() const override;
+
+ private:
+  LongRopeCall call_;
+  mutable std::mutex mutex_;
+  std::optional<cuda_kernels::LongRopeConfig> config_;
+  std::string shape_of_config_;
+  bool tuned_ = false;
+};
+
+}  // namespace tileops
+
+#endif  // TILEOPS_WITH_CUDA

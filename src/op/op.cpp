@@ -1,0 +1,482 @@
+// The Op base class: construction, the seven steps of a call, records, undo.
+#include "tileops/op/op.h"
+
+#include <algorithm>
+#include <iostream>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "kernel/implementation_table.h"
+#include "op/call_stack.h"
+
+namespace tileops {
+namespace {
+
+std::atomic<std::uint64_t> g_instance_counter{0};
+
+std::string join_names(const std::vector<std::string>& names) {
+  return fmt::format("[{}]", fmt::join(names, ", "));
+}
+
+}  // namespace
+
+Op::Op(const OpClass& op_class, Target target) : class_(&op_class), target_(std::move(target)) {}
+
+Op::~Op() = default;
+
+void Op::construct(void (*check_params)(const void* params), const void* params,
+                   ParamMap param_values) {
+  if (!class_->registration_problems.empty()) {
+    throw ManifestError(fmt::format("{} disagrees with its manifest entry: {}", name(),
+                                    fmt::join(class_->registration_problems, "; ")));
+  }
+  // (1) the backend registry, before anything can depend on it.
+  load_backends();
+  // (2) parameter values against the manifest.
+  check_params(params);
+  param_values_ = std::move(param_values);
+  // (3) the implementation table: in-tree kernel types merged with backends' ones.
+  installed_ = class_->kernel_types;
+  for (auto& extra : registered_kernel_types(name())) {
+    const bool clash = std::any_of(installed_.begin(), installed_.end(),
+                                   [&](const auto& k) { return k.key == extra.key; });
+    if (clash) {
+      throw BackendError(fmt::format(
+          "{}: a backend registered kernel type '{}', which reuses a key the op has", name(),
+          extra.key));
+    }
+    installed_.push_back(std::move(extra));
+  }
+  const auto problems =
+      detail::check_implementation_table(name(), class_->interfaces, installed_);
+  if (!problems.empty()) throw DispatchError(fmt::format("{}", fmt::join(problems, "; ")));
+  slots_.resize(class_->interfaces.size());
+  for (std::size_t i = 0; i < class_->interfaces.size(); ++i) {
+    slots_[i].info = &class_->interfaces[i];
+    for (const auto& impl : installed_) {
+      if (impl.interface_type == class_->interfaces[i].type) {
+        slots_[i].implementations.push_back(&impl);
+      }
+    }
+    slots_[i].preferred = detail::preference_closure(slots_[i].implementations);
+  }
+  // (4) a unique instance key, never reused in the process.
+  instance_key_ = fmt::format("{}#{}", name(), ++g_instance_counter);
+  // (5) empty state: the binding and running groups start empty (member initialisers).
+}
+
+// ---- the seven steps of a call ----------------------------------------------------------------
+
+std::vector<Tensor> Op::run_call(const CallArgs& args) {
+  detail::CallFrame frame{this};
+  detail::CallStackGuard guard(frame);  // (1) begin
+  bool bound_here = false;
+  try {
+    SignatureCall call = check_call(args);  // (2) the generated signature check
+    frame.call = &call;
+    std::vector<Tensor> outputs;
+    if (call.writes_nothing()) {
+      outputs = allocate_outputs(call, args);  // (3) nothing to write: results from the signature
+    } else {
+      if (binding_state_.load(std::memory_order_acquire) == Binding::unresolved) {
+        bound_here = select_target(call.device);  // (4)
+      }
+      if (binding_state_.load(std::memory_order_acquire) == Binding::target &&
+          builder_ != nullptr) {
+        outputs = run_target_kernel(call, args);  // (5) the target's kernel
+      } else {
+        outputs = allocate_outputs(call, args);
+        run_forward(call, args, outputs);  // (5) forward
+      }
+    }
+    check_outputs(call, args, outputs);  // (6)
+    file_stages(call, frame.subcalls);   // (7) record
+    auto record = std::make_shared<const SignatureCall>(std::move(call));
+    frame.call = nullptr;
+    {
+      std::lock_guard lock(last_call_mutex_);
+      last_call_ = record;
+    }
+    guard.report_to_parent(std::move(record));
+    return outputs;
+  } catch (...) {
+    if (bound_here) reset_binding();
+    throw;
+  }
+}
+
+std::vector<Tensor> Op::call(std::span<const Tensor> inputs, std::span<const Tensor> outs) {
+  const auto& decl_inputs = schema().inputs;
+  std::size_t n_buffers = 0;
+  for (const auto& o : schema().outputs) n_buffers += o.buffer_out ? 1 : 0;
+  if (inputs.size() > decl_inputs.size()) {
+    throw SignatureError(fmt::format("{}: {} inputs passed, the manifest declares {}", name(),
+                                     inputs.size(), decl_inputs.size()));
+  }
+  if (outs.size() > n_buffers) {
+    throw SignatureError(fmt::format("{}: {} out buffers passed, the manifest declares {}", name(),
+                                     outs.size(), n_buffers));
+  }
+  static const Tensor kAbsent;
+  std::vector<const Tensor*> in(decl_inputs.size(), &kAbsent);
+  for (std::size_t i = 0; i < inputs.size(); ++i) in[i] = &inputs[i];
+  std::vector<const Tensor*> out(n_buffers, &kAbsent);
+  for (std::size_t i = 0; i < outs.size(); ++i) out[i] = &outs[i];
+  return run_call(CallArgs{in, out});
+}
+
+const SignatureCall& Op::current_call() const {
+  const detail::CallFrame* frame = detail::current_frame();
+  if (frame == nullptr || frame->op != this || frame->call == nullptr) {
+    throw UsageError(fmt::format("{}: current_call() outside the op's forward", name()));
+  }
+  return *frame->call;
+}
+
+std::vector<Tensor> Op::allocate_outputs(const SignatureCall& call, const CallArgs& args) const {
+  std::vector<Tensor> outputs;
+  const auto& decls = schema().outputs;
+  outputs.reserve(decls.size());
+  std::size_t buffer = 0;
+  std::size_t record = 0;
+  for (const auto& decl : decls) {
+    while (record < call.tensors.size() &&
+           call.tensors[record].role != TensorRecord::Role::output) {
+      ++record;
+    }
+    if (decl.buffer_out && buffer < args.outs.size() && args.outs[buffer]->defined()) {
+      outputs.push_back(*args.outs[buffer]);
+    } else {
+      const TensorRecord& r = call.tensors.at(record);
+      outputs.push_back(Tensor::empty(r.shape, r.dtype, call.device));
+    }
+    if (decl.buffer_out) ++buffer;
+    ++record;
+  }
+  return outputs;
+}
+
+void Op::check_outputs(const SignatureCall& call, const CallArgs& args,
+                       std::span<const Tensor> outputs) const {
+  const auto& decls = schema().outputs;
+  if (outputs.size() != decls.size()) {
+    throw SignatureError(fmt::format("{}: the implementation returned {} outputs, the manifest "
+                                     "declares {}",
+                                     name(), outputs.size(), decls.size()));
+  }
+  std::size_t buffer = 0;
+  std::size_t record = 0;
+  for (std::size_t i = 0; i < decls.size(); ++i) {
+    while (record < call.tensors.size() &&
+           call.tensors[record].role != TensorRecord::Role::output) {
+      ++record;
+    }
+    const TensorRecord& r = call.tensors.at(record++);
+    const Tensor& t = outputs[i];
+    const auto where = [&] { return fmt::format("{}: output '{}'", name(), decls[i].name); };
+    if (!t.defined()) throw SignatureError(where() + ": the implementation returned no tensor");
+    if (t.sizes() != r.shape || t.dtype() != r.dtype || t.device() != call.device) {
+      throw SignatureError(fmt::format("{} declared {} {}: expected {} [{}] on {}, got {}", where(),
+                                       decls[i].dtype, decls[i].shape, dtype_name(r.dtype),
+                                       fmt::join(r.shape, ", "), call.device.str(), t.str()));
+    }
+    const bool passed_out =
+        decls[i].buffer_out && buffer < args.outs.size() && args.outs[buffer]->defined();
+    if (passed_out) {
+      const Tensor& out = *args.outs[buffer];
+      if (t.data_ptr() != out.data_ptr() || !t.shares_storage_with(out)) {
+        throw SignatureError(where() + ": the implementation did not return the caller's `out`");
+      }
+    } else {
+      for (const Tensor* input : args.inputs) {
+        if (input->defined() && input->numel() > 0 && t.numel() > 0 &&
+            t.shares_storage_with(*input)) {
+          throw SignatureError(where() + ": a new output shares storage with an input");
+        }
+      }
+    }
+    if (decls[i].buffer_out) ++buffer;
+  }
+}
+
+void Op::file_stages(SignatureCall& call,
+                     std::vector<std::pair<Op*, SignatureCallPtr>>& subcalls) {
+  if (subcalls.empty()) return;
+  std::lock_guard lock(delegates_mutex_);
+  for (auto& [sub, record] : subcalls) {
+    const auto held = std::find_if(delegates_.begin(), delegates_.end(),
+                                   [&](const auto& d) { return d.op.get() == sub; });
+    if (held == delegates_.end()) {
+      throw UsageError(fmt::format("{}: sub-op {} completed a call inside {} but is not held "
+                                   "through delegate_for",
+                                   name(), sub->instance_key(), instance_key()));
+    }
+    for (auto& [stage, calls] : call.stages) {
+      if (stage == held->stage) calls.push_back(std::move(record));
+    }
+  }
+}
+
+// ---- targets ----------------------------------------------------------------------------------
+
+std::optional<std::string> Op::serving_target() const {
+  std::shared_lock lock(binding_mutex_);
+  if (binding_state_.load() == Binding::unresolved) return std::nullopt;
+  return serving_name_;
+}
+
+bool Op::select_target(const Device& device) {
+  std::unique_lock lock(binding_mutex_);
+  if (binding_state_.load() != Binding::unresolved) return false;  // another thread bound it
+  const Target chosen = target_.is_set() ? target_ : default_target();
+  std::string target_name;
+  if (chosen.is_builtin()) {
+    target_name = std::string(kBuiltinTargetName);
+  } else if (chosen.is_set()) {
+    if (!detail::target_registered(chosen.name())) {
+      throw UnknownTargetError(fmt::format("{}: no backend registered target '{}'; known targets: "
+                                           "{}",
+                                           name(), chosen.name(), join_names(registered_targets())));
+    }
+    target_name = chosen.name();
+  } else {
+    const auto claims = detail::detect_targets(device);
+    if (claims.size() > 1) {
+      throw AmbiguousTargetError(fmt::format("{}: targets {} all claim device {}; pass target= to "
+                                             "choose one",
+                                             name(), join_names(claims), device.str()));
+    }
+    target_name = claims.empty() ? std::string(kBuiltinTargetName) : claims.front();
+  }
+  if (target_name == kBuiltinTargetName) {
+    serving_name_ = target_name;
+    builder_ = nullptr;
+    binding_state_.store(Binding::builtin, std::memory_order_release);
+    return true;
+  }
+  const KernelBuilder* builder = detail::find_kernel_builder(name(), target_name);
+  const bool has_own_kernels = !class_->interfaces.empty() || !class_->kernel_types.empty();
+  if (builder == nullptr && has_own_kernels) {
+    throw OpNotAvailableError(fmt::format(
+        "target '{}' registers no kernel builder for {}; targets that do: {}. There is no fall "
+        "back to the in-tree kernels: construct the op with target=BUILTIN or another target",
+        target_name, name(), join_names(registered_targets(name()))));
+  }
+  // A composite with no kernels of its own and no builder runs its composition.
+  serving_name_ = target_name;
+  builder_ = builder;
+  binding_state_.store(Binding::target, std::memory_order_release);
+  if (builder_ != nullptr && tune_requested()) warn_tune_unreachable();
+  return true;
+}
+
+std::vector<Tensor> Op::run_target_kernel(const SignatureCall& call, const CallArgs& args) {
+  const auto& decls = schema().inputs;
+  std::vector<Tensor> inputs;
+  inputs.reserve(args.inputs.size());
+  std::vector<std::optional<TensorSpec>> specs;
+  std::string key = call.device.str();
+  for (std::size_t i = 0; i < args.inputs.size(); ++i) {
+    const Tensor& t = *args.inputs[i];
+    if (!t.defined()) {
+      inputs.emplace_back();
+      specs.emplace_back(std::nullopt);
+      key += "|-";
+      continue;
+    }
+    // Non-written inputs arrive contiguous; written ones keep their storage (the signature
+    // checked `contiguous: true` where declared).
+    inputs.push_back(decls[i].mutated ? t : t.contiguous());
+    specs.push_back(TensorSpec{t.device(), t.dtype(), t.sizes()});
+    key += fmt::format("|{}[{}]", dtype_name(t.dtype()), fmt::join(t.sizes(), ","));
+  }
+  TargetKernel kernel;
+  {
+    std::shared_lock lock(binding_mutex_);
+    if (const auto it = target_kernels_.find(key); it != target_kernels_.end()) kernel = it->second;
+  }
+  if (!kernel) {
+    std::unique_lock lock(binding_mutex_);
+    if (const auto it = target_kernels_.find(key); it != target_kernels_.end()) {
+      kernel = it->second;
+    } else {
+      kernel = (*builder_)(specs, param_values_);
+      if (!kernel) {
+        throw OpNotAvailableError(fmt::format("{}: target '{}' built no callable kernel for {}",
+                                              name(), serving_name_, key));
+      }
+      target_kernels_.emplace(key, kernel);
+      if (tune_requested()) warn_tune_unreachable();
+    }
+  }
+  std::vector<Tensor> outs;
+  for (const Tensor* out : args.outs) outs.push_back(*out);
+  return kernel(inputs, outs);
+}
+
+void Op::reset_binding() {
+  {
+    std::unique_lock lock(binding_mutex_);
+    binding_state_.store(Binding::unresolved, std::memory_order_release);
+    serving_name_.clear();
+    builder_ = nullptr;
+    target_kernels_.clear();
+    for (auto& slot : slots_) {
+      slot.cache.reset();
+      slot.built.clear();
+    }
+  }
+  for (Op* sub : held_delegates()) sub->reset_binding();
+}
+
+// ---- records, roofline ------------------------------------------------------------------------
+
+SignatureCallPtr Op::last_call() const {
+  std::lock_guard lock(last_call_mutex_);
+  if (!last_call_) throw UsageError(fmt::format("{}: no call has completed yet", name()));
+  return last_call_;
+}
+
+Roofline Op::eval_roofline() const {
+  const SignatureCallPtr call = last_call();
+  if (schema().eval_roofline == nullptr) {
+    throw UsageError(fmt::format("{}: the manifest entry has no roofline", name()));
+  }
+  return schema().eval_roofline(*call);
+}
+
+std::optional<double> Op::eval_roofline_read_bytes() const { return last_call()->read_bytes(); }
+
+// ---- tuning and enumeration -------------------------------------------------------------------
+
+void Op::warn_tune_unreachable() {
+  if (!tune_warned_.exchange(true)) {
+    std::cerr << "tileops: warning: " << instance_key_ << " is served by target '" << serving_name_
+              << "', whose kernels cannot be tuned from tileops; request_tune() does not reach "
+                 "them\n";
+  }
+}
+
+void Op::request_tune() {
+  tune_requested_.store(true);
+  for (Kernel* kernel : iter_kernels()) kernel->request_tune();
+  for (Op* sub : held_delegates()) sub->request_tune();
+  bool target_serves = false;
+  {
+    std::shared_lock lock(binding_mutex_);
+    target_serves = binding_state_.load() == Binding::target && builder_ != nullptr;
+  }
+  if (target_serves) warn_tune_unreachable();
+}
+
+namespace {
+void collect_kernel(Kernel* kernel, std::vector<Kernel*>& out, std::set<Kernel*>& seen) {
+  if (kernel == nullptr || !seen.insert(kernel).second) return;
+  out.push_back(kernel);
+  for (Kernel* part : kernel->parts()) collect_kernel(part, out, seen);
+}
+}  // namespace
+
+std::vector<Kernel*> Op::iter_kernels() const {
+  std::vector<Kernel*> out;
+  std::set<Kernel*> seen;
+  {
+    std::shared_lock lock(binding_mutex_);
+    for (const auto& slot : slots_) {
+      for (const auto& [key, kernel] : slot.built) collect_kernel(kernel.get(), out, seen);
+    }
+  }
+  for (const Op* sub : held_delegates()) {
+    for (Kernel* k : sub->iter_kernels()) collect_kernel(k, out, seen);
+  }
+  return out;
+}
+
+std::optional<std::string> Op::kernel_config() const {
+  for (const Kernel* kernel : iter_kernels()) {
+    std::string config = kernel->config();
+    if (!config.empty()) return config;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> Op::built_entries(std::string_view interface) const {
+  std::shared_lock lock(binding_mutex_);
+  std::vector<std::string> out;
+  if (binding_state_.load() == Binding::target && builder_ != nullptr) {
+    for (const auto& [key, kernel] : target_kernels_) out.push_back(key);
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  for (const auto& slot : slots_) {
+    if (slot.info->name != interface) continue;
+    for (const auto& [key, kernel] : slot.built) out.push_back(key);
+  }
+  return out;
+}
+
+void Op::after_build(Kernel& kernel) {
+  if (tune_requested()) {
+    std::vector<Kernel*> all;
+    std::set<Kernel*> seen;
+    collect_kernel(&kernel, all, seen);
+    for (Kernel* k : all) k->request_tune();
+  }
+}
+
+// ---- composite ops ----------------------------------------------------------------------------
+
+const DelegateType& Op::delegate_type(std::string_view stage) const {
+  for (const auto& d : class_->delegate_types) {
+    if (d.stage == stage) return d;
+  }
+  std::vector<std::string> stages;
+  for (const auto& d : class_->delegate_types) stages.push_back(d.stage);
+  throw UsageError(fmt::format("{}: delegate_for: unknown stage '{}'; delegate_types declares {}",
+                               name(), stage, join_names(stages)));
+}
+
+Op* Op::find_held(std::string_view stage, const std::optional<std::string>& identity) const {
+  std::lock_guard lock(delegates_mutex_);
+  for (const auto& d : delegates_) {
+    if (d.stage == stage && d.identity == identity) return d.op.get();
+  }
+  return nullptr;
+}
+
+void Op::hold(std::string_view stage, std::optional<std::string> identity,
+              std::shared_ptr<Op> sub) {
+  const DelegateType& declared = delegate_type(stage);
+  if (sub->name() != declared.op) {
+    throw UsageError(fmt::format("{}: delegate_for: stage '{}' holds {}, got {}", name(), stage,
+                                 declared.op, sub->name()));
+  }
+  {
+    std::lock_guard lock(delegates_mutex_);
+    for (const auto& d : delegates_) {
+      if (d.op == sub) {
+        throw UsageError(fmt::format(
+            "{}: delegate_for: {} is already held under stage '{}' (identity {}); one instance "
+            "is held once",
+            name(), sub->instance_key(), d.stage, d.identity.value_or("None")));
+      }
+      if (d.stage == stage && d.identity == identity) return;  // raced: already held
+    }
+    delegates_.push_back(HeldDelegate{std::string(stage), std::move(identity), sub});
+  }
+  if (tune_requested()) sub->request_tune();
+}
+
+std::vector<Op*> Op::held_delegates() const {
+  std::lock_guard lock(delegates_mutex_);
+  std::vector<Op*> out;
+  for (const auto& declared : class_->delegate_types) {
+    for (const auto& d : delegates_) {
+      if (d.stage == declared.stage) out.push_back(d.op.get());
+    }
+  }
+  return out;
+}
+
+}  // namespace tileops

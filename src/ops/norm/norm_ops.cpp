@@ -1,0 +1,109 @@
+// RMSNormFwdOp and FusedAddRMSNormFwdOp: host side. Both present their tensors as rows and call
+// the rms_norm interface; the implementation is selected per call spec by the base class.
+#include <fmt/format.h>
+
+#include "kernels/norm/rms_norm_cpu.h"
+#include "kernels/norm/rms_norm_cuda_kernel.h"
+#include "ops/rows_view.h"
+#include "tileops/ops/norm.h"
+
+namespace tileops {
+
+std::size_t RmsNormCall::hash() const {
+  std::size_t seed = std::hash<Device>{}(device);
+  hash_combine(seed, std::hash<std::int64_t>{}(rows));
+  hash_combine(seed, std::hash<std::int64_t>{}(cols));
+  hash_combine(seed, static_cast<std::size_t>(dtype));
+  hash_combine(seed, fused_add ? 1 : 0);
+  return seed;
+}
+
+std::string RmsNormCall::str() const {
+  return fmt::format("RmsNormCall(rows={}, cols={}, dtype={}, fused_add={}, device={})", rows, cols,
+                     dtype_name(dtype), fused_add, device.str());
+}
+
+namespace {
+
+std::vector<ImplementationInfo> rms_norm_implementations() {
+  std::vector<ImplementationInfo> table;
+  table.push_back(implementation<RmsNormCpu>("rms_norm_cpu", "RmsNormCpu"));
+#if TILEOPS_WITH_CUDA
+  table.push_back(implementation<RmsNormCuda>("rms_norm_cuda", "RmsNormCuda"));
+#endif
+  return table;
+}
+
+std::int64_t product(const Sizes& sizes) {
+  std::int64_t n = 1;
+  for (const auto s : sizes) n *= s;
+  return n;
+}
+
+/// Runs `body` on a [rows, cols] view of `y`, or on a scratch tensor copied into `y` after.
+template <class Body>
+void write_rows(const Tensor& y, std::int64_t rows, std::int64_t cols, Body&& body) {
+  if (auto view = detail::rows_view(y, rows, cols)) {
+    body(*view);
+    return;
+  }
+  const Tensor scratch = Tensor::empty({rows, cols}, y.dtype(), y.device());
+  body(scratch);
+  y.copy_(scratch.view(y.sizes()));
+}
+
+}  // namespace
+
+std::vector<InterfaceInfo> RMSNormFwdOp::interfaces() { return {interface<RmsNormInterface>()}; }
+std::vector<ImplementationInfo> RMSNormFwdOp::kernel_types() { return rms_norm_implementations(); }
+
+void RMSNormFwdOp::forward(const SignatureCall& call, const Tensor& x, const Tensor& weight,
+                           const Tensor& y) {
+  const std::int64_t cols = product(params().normalized_shape);
+  const std::int64_t rows = x.numel() / cols;
+  RmsNormCall spec;
+  spec.device = call.device;
+  spec.rows = rows;
+  spec.cols = cols;
+  spec.dtype = x.dtype();
+  auto& kernel = kernel_for<RmsNormInterface>(spec);
+  const Tensor x_rows = detail::rows_or_copy(x, rows, cols);
+  const Tensor w = weight.contiguous();
+  write_rows(y, rows, cols, [&](const Tensor& y_rows) {
+    kernel.forward(x_rows, nullptr, w.view({cols}), y_rows, params().eps);
+  });
+}
+
+std::vector<InterfaceInfo> FusedAddRMSNormFwdOp::interfaces() {
+  return {interface<RmsNormInterface>()};
+}
+std::vector<ImplementationInfo> FusedAddRMSNormFwdOp::kernel_types() {
+  return rms_norm_implementations();
+}
+
+void FusedAddRMSNormFwdOp::forward(const SignatureCall& call, const Tensor& x,
+                                   const Tensor& residual, const Tensor& weight, const Tensor& y) {
+  const std::int64_t cols = product(params().normalized_shape);
+  const std::int64_t rows = x.numel() / cols;
+  RmsNormCall spec;
+  spec.device = call.device;
+  spec.rows = rows;
+  spec.cols = cols;
+  spec.dtype = x.dtype();
+  spec.fused_add = true;
+  auto& kernel = kernel_for<RmsNormInterface>(spec);
+  const Tensor x_rows = detail::rows_or_copy(x, rows, cols);
+  const Tensor w = weight.contiguous();
+  // residual is written in place: work on a view of it, or on a copy written back.
+  write_rows(residual, rows, cols, [&](const Tensor& r_rows) {
+    if (!detail::rows_view(residual, rows, cols)) r_rows.copy_(residual.reshape({rows, cols}));
+    write_rows(y, rows, cols, [&](const Tensor& y_rows) {
+      kernel.forward(x_rows, &r_rows, w.view({cols}), y_rows, params().eps);
+    });
+  });
+}
+
+TILEOPS_REGISTER_OP(RMSNormFwdOp)
+TILEOPS_REGISTER_OP(FusedAddRMSNormFwdOp)
+
+}  // namespace tileops

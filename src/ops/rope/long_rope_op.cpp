@@ -1,0 +1,103 @@
+// LongRoPEFwdOp: host side. Derives inv_freq and the amplitude at construction, keeps one copy
+// of inv_freq per call device, and calls the long_rope interface.
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "kernels/rope/long_rope_cpu.h"
+#include "kernels/rope/long_rope_cuda_kernel.h"
+#include "tileops/ops/rope.h"
+
+namespace tileops {
+
+std::size_t LongRopeCall::hash() const {
+  std::size_t seed = std::hash<Device>{}(device);
+  hash_combine(seed, static_cast<std::size_t>(dtype));
+  hash_combine(seed, has_positions ? 1 : 0);
+  hash_combine(seed, static_cast<std::size_t>(positions_dtype));
+  hash_combine(seed, std::hash<std::int64_t>{}(half_dim));
+  return seed;
+}
+
+std::string LongRopeCall::str() const {
+  return fmt::format("LongRopeCall(dtype={}, positions={}, half_dim={}, device={})",
+                     dtype_name(dtype), has_positions ? dtype_name(positions_dtype) : "none",
+                     half_dim, device.str());
+}
+
+double long_rope_default_scaling(std::int64_t max_position_embeddings,
+                                 std::int64_t original_max_position_embeddings) {
+  if (max_position_embeddings <= original_max_position_embeddings) return 1.0;
+  const double scale = static_cast<double>(max_position_embeddings) /
+                       static_cast<double>(original_max_position_embeddings);
+  return std::sqrt(1.0 + std::log(scale) /
+                             std::log(static_cast<double>(original_max_position_embeddings)));
+}
+
+LongRoPEFwdOp::LongRoPEFwdOp(Params params, Target target)
+    : LongRoPEFwdOpBase(std::move(params), std::move(target)) {
+  // Derived attributes, after the base class checked the parameters.
+  const std::vector<double> factors = this->params().rescale_factors.to_vector();
+  const auto half = static_cast<std::int64_t>(factors.size());
+  const double head_dim = 2.0 * static_cast<double>(half);
+  // The library has no float64 dtype: the doubles travel as the bits of an int64 tensor.
+  inv_freq_ = Tensor::empty({half}, DType::int64);
+  auto* inv = reinterpret_cast<double*>(inv_freq_.data<std::int64_t>());
+  for (std::int64_t i = 0; i < half; ++i) {
+    inv[i] = 1.0 / (factors[static_cast<std::size_t>(i)] *
+                    std::pow(this->params().base, 2.0 * static_cast<double>(i) / head_dim));
+  }
+  attention_scaling_ =
+      this->params().attention_scaling.value_or(long_rope_default_scaling(
+          this->params().max_position_embeddings, this->params().original_max_position_embeddings));
+}
+
+std::vector<InterfaceInfo> LongRoPEFwdOp::interfaces() { return {interface<LongRopeInterface>()}; }
+
+std::vector<ImplementationInfo> LongRoPEFwdOp::kernel_types() {
+  std::vector<ImplementationInfo> table;
+  table.push_back(implementation<LongRopeCpu>("long_rope_cpu", "LongRopeCpu"));
+#if TILEOPS_WITH_CUDA
+  table.push_back(implementation<LongRopeCuda>("long_rope_cuda", "LongRopeCuda"));
+#endif
+  return table;
+}
+
+const Tensor& LongRoPEFwdOp::inv_freq_on(const Device& device) {
+  if (device.is_cpu()) return inv_freq_;
+  std::lock_guard lock(device_copies_mutex_);
+  auto [it, inserted] = inv_freq_by_device_.try_emplace(device.str());
+  if (inserted) it->second = inv_freq_.to(device);
+  return it->second;
+}
+
+void LongRoPEFwdOp::forward(const SignatureCall& call, const Tensor& x, const Tensor& positions,
+                            const Tensor& y) {
+  const bool bshd = params().layout == "bshd";
+  const std::int64_t batch = bshd ? x.size(0) : 1;
+  const std::int64_t seq = bshd ? x.size(1) : x.size(0);
+  const std::int64_t heads = bshd ? x.size(2) : 1;
+  LongRopeCall spec;
+  spec.device = call.device;
+  spec.dtype = x.dtype();
+  spec.has_positions = positions.defined();
+  spec.positions_dtype = positions.defined() ? positions.dtype() : DType::int64;
+  spec.half_dim = inv_freq_.numel();
+  auto& kernel = kernel_for<LongRopeInterface>(spec);
+  const Tensor x_c = x.contiguous();
+  const Tensor pos_c = positions.defined() ? positions.contiguous() : Tensor();
+  const Tensor& inv = inv_freq_on(call.device);
+  if (y.is_contiguous()) {
+    kernel.forward(x_c, pos_c.defined() ? &pos_c : nullptr, inv, y, batch, seq, heads,
+                   attention_scaling_);
+  } else {
+    const Tensor scratch = Tensor::empty(y.sizes(), y.dtype(), y.device());
+    kernel.forward(x_c, pos_c.defined() ? &pos_c : nullptr, inv, scratch, batch, seq, heads,
+                   attention_scaling_);
+    y.copy_(scratch);
+  }
+}
+
+TILEOPS_REGISTER_OP(LongRoPEFwdOp)
+
+}  // namespace tileops
