@@ -1,0 +1,134 @@
+// The `tileops` command: shared declarations of its subcommands and output helpers.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tileops/op/schema.h"
+
+#ifndef TILEOPS_VERSION_STRING
+#define TILEOPS_VERSION_STRING "0.1.0"
+#endif
+
+namespace tileops::cli {
+
+/// Exit codes: 0 success, 1 a wrong result or a failed case, 2 bad usage (unknown op, bad
+/// option value, a device that is not available).
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+
+/// An error of the command line itself: printed as "tileops: error: ..." and exits 2.
+class UsageFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// ---- output ---------------------------------------------------------------------------------
+
+enum class Format { table, json, csv };
+/// Adds `--format table|json|csv` to a subcommand.
+void add_format_option(CLI::App& app, Format& format);
+
+/// One cell: the text shown in a table and the value written to JSON/CSV.
+struct Cell {
+  enum class Kind : std::uint8_t { null, string, number, integer, boolean };
+  Kind kind = Kind::null;
+  std::string text;  ///< table text
+  std::string str;   ///< string value
+  double number = 0;
+  std::int64_t integer = 0;
+  bool boolean = false;
+
+  static Cell null(std::string shown = "-");
+  static Cell string(std::string value);
+  /// A number shown as `shown`; NaN/inf are written as null.
+  static Cell num(double value, std::string shown);
+  static Cell integer_(std::int64_t value);
+  static Cell boolean_(bool value);
+  /// The JSON literal of the value.
+  std::string json() const;
+  /// The CSV field of the value.
+  std::string csv() const;
+};
+
+struct Table {
+  std::vector<std::string> columns;  ///< JSON keys / CSV header / table header
+  std::vector<std::vector<Cell>> rows;
+};
+
+/// Aligned text table (numbers right-aligned), header and a rule.
+std::string render_table(const Table& table);
+/// A JSON array of objects, one per row.
+std::string render_json_rows(const Table& table, int indent = 0);
+/// CSV with a header line (RFC 4180 quoting).
+std::string render_csv(const Table& table);
+std::string render(const Table& table, Format format);
+
+std::string json_string(std::string_view s);
+/// A finite number as JSON (shortest round-trip form), else null.
+std::string json_number(double v);
+
+/// "12.3 us", "1.234 ms", "2.10 s".
+std::string format_duration(double seconds);
+/// A number with `digits` significant digits, "-" for NaN.
+std::string format_sig(double value, int digits = 3);
+
+// ---- ops ------------------------------------------------------------------------------------
+
+/// The schema named `name`; UsageFailure naming close names when there is none.
+const OpSchema& schema_or_fail(std::string_view name);
+/// Up to `limit` names among the schemas close to `name` (edit distance, substrings).
+std::vector<std::string> close_op_names(std::string_view name, std::size_t limit = 5);
+/// Device kinds with an in-tree implementation ("cpu", "cuda"), from the registered class's
+/// kernel types (a composite op: the devices all its delegate classes serve). Empty when no
+/// class is registered.
+std::vector<std::string> implemented_devices(std::string_view op);
+std::string join(const std::vector<std::string>& items, std::string_view sep);
+
+// ---- subcommands ----------------------------------------------------------------------------
+
+struct ListOptions {
+  Format format = Format::table;
+};
+CLI::App* add_list_command(CLI::App& app, ListOptions& options);
+int run_list(const ListOptions& options);
+
+struct DescribeOptions {
+  std::vector<std::string> ops;
+};
+CLI::App* add_describe_command(CLI::App& app, DescribeOptions& options);
+int run_describe(const DescribeOptions& options);
+
+struct BenchOptions {
+  std::vector<std::string> ops;
+  bool all = false;
+  std::string device = "cpu";
+  std::string target;
+  std::vector<std::string> workloads;
+  Format format = Format::table;
+  std::uint64_t seed = 0;
+  double budget_ms = 100;
+  double warmup_ms = 25;
+  std::optional<int> min_iters;
+  int max_iters = 200;
+  bool no_check = false;
+  bool quiet = false;
+};
+CLI::App* add_bench_command(CLI::App& app, BenchOptions& options);
+int run_bench(const BenchOptions& options);
+
+struct CalibrateOptions {
+  std::string device = "cpu";
+  Format format = Format::table;
+  bool save = true;
+  bool show = false;
+};
+CLI::App* add_calibrate_command(CLI::App& app, CalibrateOptions& options);
+int run_calibrate(const CalibrateOptions& options);
+
+}  // namespace tileops::cli

@@ -1,0 +1,52 @@
+// The `tileops` command: list, describe and benchmark the manifest's ops, calibrate the hardware
+// profile. See `tileops --help`.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <exception>
+
+#include "cli.h"
+#include "tileops/core/error.h"
+
+int main(int argc, char** argv) {
+  using namespace tileops::cli;
+  CLI::App app{
+      "tileops: the operators of the tileops library, from their manifest entries.\n"
+      "Exit codes: 0 success, 1 a wrong result or a failed case, 2 bad usage.",
+      "tileops"};
+  app.set_version_flag("--version", "tileops " TILEOPS_VERSION_STRING);
+  app.require_subcommand(1);
+
+  ListOptions list_options;
+  DescribeOptions describe_options;
+  BenchOptions bench_options;
+  CalibrateOptions calibrate_options;
+  CLI::App* list = add_list_command(app, list_options);
+  CLI::App* describe = add_describe_command(app, describe_options);
+  CLI::App* bench = add_bench_command(app, bench_options);
+  CLI::App* calibrate = add_calibrate_command(app, calibrate_options);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : kExitUsage;
+  }
+
+  try {
+    if (list->parsed()) return run_list(list_options);
+    if (describe->parsed()) return run_describe(describe_options);
+    if (bench->parsed()) return run_bench(bench_options);
+    if (calibrate->parsed()) return run_calibrate(calibrate_options);
+  } catch (const UsageFailure& e) {
+    fmt::print(stderr, "tileops: error: {}\n", e.what());
+    return kExitUsage;
+  } catch (const tileops::Error& e) {
+    fmt::print(stderr, "tileops: error: {}\n", e.what());
+    return kExitFailure;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "tileops: error: {}\n", e.what());
+    return kExitFailure;
+  }
+  return kExitUsage;
+}
