@@ -69,7 +69,8 @@ void Op::construct(void (*check_params)(const void* params), const void* params,
 // ---- the seven steps of a call ----------------------------------------------------------------
 
 std::vector<Tensor> Op::run_call(const CallArgs& args) {
-  detail::CallFrame frame{this};
+  detail::CallFrame frame;
+  frame.op = this;
   detail::CallStackGuard guard(frame);  // (1) begin
   bool bound_here = false;
   try {

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Builds the CPU test programs under AddressSanitizer+UndefinedBehaviorSanitizer and under
+# ThreadSanitizer and runs the base-class and ops tests (the concurrency tests included).
+# Usage: scripts/sanitize.sh [asan|tsan|all]   (default all)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+which=${1:-all}
+jobs=${JOBS:-2}
+
+run() {
+  local name=$1 flags=$2
+  local dir="$root/build-$name"
+  cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTILEOPS_CUDA=OFF \
+    -DTILEOPS_BUILD_BENCH=OFF -DCMAKE_CXX_FLAGS="$flags" \
+    -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" >/dev/null
+  cmake --build "$dir" -j "$jobs" --target tileops_op_tests tileops_ops_tests
+  echo "== $name: base-class tests"
+  "$dir/tests/tileops_op_tests" --gtest_brief=1
+  if [ -x "$dir/tests/tileops_ops_tests" ]; then
+    echo "== $name: ops tests"
+    "$dir/tests/tileops_ops_tests" --gtest_brief=1
+  fi
+}
+
+case "$which" in
+  asan | all) ASAN_OPTIONS=detect_leaks=1 run asan "-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" ;;&
+  tsan | all) TSAN_OPTIONS=halt_on_error=1 run tsan "-fsanitize=thread" ;;
+  asan) ;;
+  *) echo "usage: $0 [asan|tsan|all]" >&2; exit 2 ;;
+esac
