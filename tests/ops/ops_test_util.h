@@ -1,0 +1,30 @@
+// Helpers of the ops tests: reference comparison with per-dtype tolerances, error messages.
+#pragma once
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tileops/core/tensor.h"
+#include "tileops/op/reference.h"
+
+namespace tileops::testing_util {
+
+/// Expects `got` to match `ref` within the tolerance of got's dtype.
+inline void expect_close(const Tensor& got, const Tensor& ref, const std::string& what) {
+  const double err = max_relative_error(got, ref);
+  EXPECT_LE(err, tolerance_for(got.dtype())) << what << ": max relative error " << err;
+}
+
+template <class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "no exception";
+}
+
+}  // namespace tileops::testing_util
