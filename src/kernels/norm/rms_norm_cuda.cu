@@ -1,0 +1,809 @@
+// CUDA kernels of RMSNorm and fused add+RMSNorm (see rms_norm_cuda.h for the semantics).
+//
+// Two kernels, both persistent (grid-stride over groups of rows, grid sized from the SM count and
+// the occupancy), both with fp32 accumulation and a warp-shuffle + shared-memory reduction:
+// - resident: each thread keeps NV 16-byte vectors of its row in registers (as packed T), so x
+//   (and the residual) are read from device memory once; the last cols % VEC elements (the tail)
+//   are one scalar per thread of the first threads of the row.
+// - streaming: any row length; pass 1 accumulates the sum of squares (and in fused mode writes
+//   r = T(x + residual)), pass 2 re-reads the row (from L2) and writes y. With VEC == 1 this is
+//   the scalar path taken when a pointer or a row stride is not 16-byte aligned.
+// A row is handled by threads_per_row threads (8, 16, 32 or a multiple of 32); a block holds
+// threads / threads_per_row rows at once.
+#include "kernels/norm/rms_norm_cuda.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <climits>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <type_traits>
+
+#include "tileops/core/error.h"
+
+namespace tileops::cuda_kernels {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Device helpers. A vector of N elements of T travels as one raw word of N * sizeof(T) bytes
+// (uint4, uint2, unsigned int or unsigned short) and is converted to and from fp32 word by word.
+
+template <int Bytes>
+struct RawOf;
+template <>
+struct RawOf<16> {
+  using type = uint4;
+};
+template <>
+struct RawOf<8> {
+  using type = uint2;
+};
+template <>
+struct RawOf<4> {
+  using type = unsigned int;
+};
+template <>
+struct RawOf<2> {
+  using type = unsigned short;
+};
+
+template <typename T, int N>
+using Raw = typename RawOf<static_cast<int>(sizeof(T)) * N>::type;
+
+// Plain (weak, coherent for the thread) global load: y may alias x, a thread may re-read what it
+// wrote.
+template <typename T, int N>
+__device__ __forceinline__ Raw<T, N> load_global(const T* p) {
+  return *reinterpret_cast<const Raw<T, N>*>(p);
+}
+
+// The same, for data read once (ld.global.cs: evict-first): keeps x from pushing the weight out
+// of L1.
+template <typename T, int N>
+__device__ __forceinline__ Raw<T, N> load_once(const T* p) {
+  return __ldcs(reinterpret_cast<const Raw<T, N>*>(p));
+}
+
+// Brings a line of the weight into L1 ahead of its use; no register is held.
+__device__ __forceinline__ void prefetch_l1(const void* p) {
+  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+}
+
+// The weight: read-only for the whole kernel (ld.global.nc), kept in L1 across rows.
+template <typename T, int N>
+__device__ __forceinline__ Raw<T, N> load_nc(const T* p) {
+  return __ldg(reinterpret_cast<const Raw<T, N>*>(p));
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void store(T* p, const Raw<T, N>& v) {
+  *reinterpret_cast<Raw<T, N>*>(p) = v;
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void unpack(const Raw<T, N>& raw, float (&f)[N]) {
+  constexpr int kBytes = static_cast<int>(sizeof(T)) * N;
+  if constexpr (kBytes == 2) {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      f[0] = __uint_as_float(static_cast<unsigned int>(raw) << 16);
+    } else {
+      f[0] = __half2float(__ushort_as_half(raw));
+    }
+  } else {
+    constexpr int kWords = kBytes / 4;
+    unsigned int w[kWords];
+    __builtin_memcpy(w, &raw, kBytes);
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) {
+      if constexpr (std::is_same_v<T, float>) {
+        f[i] = __uint_as_float(w[i]);
+      } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+        f[2 * i] = __uint_as_float(w[i] << 16);
+        f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+      } else {
+        __half2 h;
+        __builtin_memcpy(&h, &w[i], 4);
+        const float2 t = __half22float2(h);
+        f[2 * i] = t.x;
+        f[2 * i + 1] = t.y;
+      }
+    }
+  }
+}
+
+// Rounds to T (round to nearest even) and packs.
+template <typename T, int N>
+__device__ __forceinline__ Raw<T, N> pack(const float (&f)[N]) {
+  constexpr int kBytes = static_cast<int>(sizeof(T)) * N;
+  if constexpr (kBytes == 2) {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      return __bfloat16_as_ushort(__float2bfloat16_rn(f[0]));
+    } else {
+      return __half_as_ushort(__float2half_rn(f[0]));
+    }
+  } else {
+    constexpr int kWords = kBytes / 4;
+    unsigned int w[kWords];
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) {
+      if constexpr (std::is_same_v<T, float>) {
+        w[i] = __float_as_uint(f[i]);
+      } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+        const __nv_bfloat162 t = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+        __builtin_memcpy(&w[i], &t, 4);
+      } else {
+        const __half2 t = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
+        __builtin_memcpy(&w[i], &t, 4);
+      }
+    }
+    Raw<T, N> raw;
+    __builtin_memcpy(&raw, w, kBytes);
+    return raw;
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ float scalar_global(const T* p) {
+  float f[1];
+  unpack<T, 1>(load_global<T, 1>(p), f);
+  return f[0];
+}
+
+template <typename T>
+__device__ __forceinline__ float scalar_once(const T* p) {
+  float f[1];
+  unpack<T, 1>(load_once<T, 1>(p), f);
+  return f[0];
+}
+
+template <typename T>
+__device__ __forceinline__ float scalar_nc(const T* p) {
+  float f[1];
+  unpack<T, 1>(load_nc<T, 1>(p), f);
+  return f[0];
+}
+
+template <typename T>
+__device__ __forceinline__ T round_to(float v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __float2bfloat16_rn(v);
+  } else {
+    return __float2half_rn(v);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ float to_float(T v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __bfloat162float(v);
+  } else {
+    return __half2float(v);
+  }
+}
+
+// Sum of v over the tpr threads of one row group (tpr: 8, 16, 32 or a multiple of 32; groups are
+// consecutive threads; first_warp: the group's first warp). Every thread of the block must call
+// it (it may hold a barrier); every thread of a group gets the same value. `red` holds at least
+// blockDim.x / 32 floats and must not be written again before the next barrier (the caller
+// alternates two buffers).
+__device__ __forceinline__ float group_sum(float v, int tpr, int first_warp, float* red) {
+  if (tpr < 32) {
+    for (int o = tpr >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if (tpr == 32) return v;
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  const int warps_per_row = tpr >> 5;
+  float s = 0.f;
+  for (int i = 0; i < warps_per_row; ++i) s += red[first_warp + i];
+  return s;
+}
+
+struct RmsParams {
+  const void* x;
+  void* residual;
+  const void* weight;
+  void* y;
+  int64_t x_stride;
+  int64_t residual_stride;
+  int64_t y_stride;
+  int64_t rows;
+  int cols;
+  int tpr;  // threads per row
+  int rows_per_block;
+  float eps;
+  float inv_cols;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Register-resident kernel: rows of up to tpr * NV vectors (+ a tail of < VEC elements).
+// Register budget: 64 registers a thread (1024 threads) where the row slice and the weight fit
+// in it; 128 (512 threads) for 8 vectors, or 4 vectors plus 4 of weight.
+constexpr int resident_max_threads(int nv, bool weight_in_regs) {
+  return nv >= 8 || (nv >= 4 && weight_in_regs) ? 512 : 1024;
+}
+
+template <typename T, int NV, bool kFused, bool kWeightInRegs>
+__global__ void __launch_bounds__(resident_max_threads(NV, kWeightInRegs))
+    rms_norm_resident_kernel(const RmsParams p) {
+  constexpr int VEC = 16 / static_cast<int>(sizeof(T));
+  using V = Raw<T, VEC>;
+  __shared__ float red[2][32];
+
+  const int tpr = p.tpr;
+  const int group = static_cast<int>(threadIdx.x) / tpr;
+  const int lt = static_cast<int>(threadIdx.x) - group * tpr;
+  const int first_warp = (group * tpr) >> 5;
+  const int nvec = p.cols / VEC;
+  const int tail_col = nvec * VEC + lt;
+  const bool has_tail = tail_col < p.cols;  // lt < cols % VEC (tpr >= 8 >= VEC)
+  const T* __restrict__ w = static_cast<const T*>(p.weight);
+
+  V wv[kWeightInRegs ? NV : 1];
+  float wt = 0.f;
+  if constexpr (kWeightInRegs) {
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+      const int j = lt + k * tpr;
+      if (j < nvec) wv[k] = load_nc<T, VEC>(w + j * VEC);
+    }
+    if (has_tail) wt = scalar_nc(w + tail_col);
+  } else if (blockIdx.x < p.rows) {
+    // Weight lines into L1 now, so that the first row's second phase does not wait on L2/DRAM.
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+      const int j = lt + k * tpr;
+      if (j < nvec) prefetch_l1(w + j * VEC);
+    }
+  }
+
+  int buf = 0;
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * p.rows_per_block; base < p.rows;
+       base += static_cast<int64_t>(gridDim.x) * p.rows_per_block, buf ^= 1) {
+    const int64_t row = base + group;
+    const bool active = row < p.rows;
+    const T* wrow = w;
+    asm volatile("" : "+l"(wrow));  // recomputed per row: no NV hoisted 64-bit addresses
+    V v[NV];
+    float vt = 0.f;
+    float ss = 0.f;
+    if (active) {
+      const T* xr = static_cast<const T*>(p.x) + row * p.x_stride;
+#pragma unroll
+      for (int k = 0; k < NV; ++k) {
+        const int j = lt + k * tpr;
+        if (j < nvec) v[k] = load_once<T, VEC>(xr + j * VEC);
+      }
+      if (has_tail) vt = scalar_once(xr + tail_col);
+      if constexpr (kFused) {
+        T* rr = static_cast<T*>(p.residual) + row * p.residual_stride;
+        V rv[NV];
+#pragma unroll
+        for (int k = 0; k < NV; ++k) {
+          const int j = lt + k * tpr;
+          if (j < nvec) rv[k] = load_once<T, VEC>(rr + j * VEC);
+        }
+        float rt = 0.f;
+        if (has_tail) rt = scalar_once(rr + tail_col);
+#pragma unroll
+        for (int k = 0; k < NV; ++k) {
+          const int j = lt + k * tpr;
+          if (j < nvec) {
+            float a[VEC];
+            float b[VEC];
+            unpack<T, VEC>(v[k], a);
+            unpack<T, VEC>(rv[k], b);
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) a[e] += b[e];
+            v[k] = pack<T, VEC>(a);
+            store<T, VEC>(rr + j * VEC, v[k]);
+          }
+        }
+        if (has_tail) {
+          const T r = round_to<T>(vt + rt);
+          rr[tail_col] = r;
+          vt = to_float(r);
+        }
+      }
+      float acc[NV];
+#pragma unroll
+      for (int k = 0; k < NV; ++k) {
+        acc[k] = 0.f;
+        const int j = lt + k * tpr;
+        if (j < nvec) {
+          float f[VEC];
+          unpack<T, VEC>(v[k], f);
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) acc[k] = fmaf(f[e], f[e], acc[k]);
+        }
+      }
+      ss = vt * vt;
+#pragma unroll
+      for (int k = 0; k < NV; ++k) ss += acc[k];
+    }
+    ss = group_sum(ss, tpr, first_warp, red[buf]);
+    const float inv = rsqrtf(ss * p.inv_cols + p.eps);
+    if (active) {
+      T* yr = static_cast<T*>(p.y) + row * p.y_stride;
+#pragma unroll
+      for (int k = 0; k < NV; ++k) {
+        const int j = lt + k * tpr;
+        if (j < nvec) {
+          float f[VEC];
+          float g[VEC];
+          unpack<T, VEC>(v[k], f);
+          if constexpr (kWeightInRegs) {
+            unpack<T, VEC>(wv[k], g);
+          } else {
+            unpack<T, VEC>(load_nc<T, VEC>(wrow + j * VEC), g);  // L1 hit (prefetched)
+          }
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) f[e] = f[e] * inv * g[e];
+          store<T, VEC>(yr + j * VEC, pack<T, VEC>(f));
+        }
+      }
+      if (has_tail) {
+        const float wtail = kWeightInRegs ? wt : scalar_nc(wrow + tail_col);
+        yr[tail_col] = round_to<T>(vt * inv * wtail);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streaming kernel: any row length; VEC == 1 is the scalar path (element-aligned pointers only).
+constexpr int kStreamingMaxThreads = 512;
+
+template <typename T, int VEC, bool kFused>
+__global__ void __launch_bounds__(kStreamingMaxThreads)
+    rms_norm_streaming_kernel(const RmsParams p) {
+  constexpr int U = VEC == 1 ? 8 : 4;  // accesses in flight per thread and pass
+  using V = Raw<T, VEC>;
+  __shared__ float red[2][32];
+
+  const int tpr = p.tpr;
+  const int group = static_cast<int>(threadIdx.x) / tpr;
+  const int lt = static_cast<int>(threadIdx.x) - group * tpr;
+  const int first_warp = (group * tpr) >> 5;
+  const int nvec = p.cols / VEC;
+  const int tail_col = nvec * VEC + lt;
+  const bool has_tail = VEC > 1 && tail_col < p.cols;
+  const T* __restrict__ w = static_cast<const T*>(p.weight);
+
+  int buf = 0;
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * p.rows_per_block; base < p.rows;
+       base += static_cast<int64_t>(gridDim.x) * p.rows_per_block, buf ^= 1) {
+    const int64_t row = base + group;
+    const bool active = row < p.rows;
+    const int64_t safe_row = active ? row : 0;
+    const T* xr = static_cast<const T*>(p.x) + safe_row * p.x_stride;
+    T* rr = kFused ? static_cast<T*>(p.residual) + safe_row * p.residual_stride : nullptr;
+    float vt = 0.f;
+    float ss = 0.f;
+    if (active) {
+      float acc[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) acc[u] = 0.f;
+      for (int j0 = lt; j0 < nvec; j0 += U * tpr) {
+        V v[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int j = j0 + u * tpr;
+          if (j < nvec) v[u] = load_global<T, VEC>(xr + static_cast<int64_t>(j) * VEC);
+        }
+        if constexpr (kFused) {
+          V rv[U];
+#pragma unroll
+          for (int u = 0; u < U; ++u) {
+            const int j = j0 + u * tpr;
+            if (j < nvec) rv[u] = load_global<T, VEC>(rr + static_cast<int64_t>(j) * VEC);
+          }
+#pragma unroll
+          for (int u = 0; u < U; ++u) {
+            const int j = j0 + u * tpr;
+            if (j < nvec) {
+              float a[VEC];
+              float b[VEC];
+              unpack<T, VEC>(v[u], a);
+              unpack<T, VEC>(rv[u], b);
+#pragma unroll
+              for (int e = 0; e < VEC; ++e) a[e] += b[e];
+              v[u] = pack<T, VEC>(a);
+              store<T, VEC>(rr + static_cast<int64_t>(j) * VEC, v[u]);
+            }
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int j = j0 + u * tpr;
+          if (j < nvec) {
+            float f[VEC];
+            unpack<T, VEC>(v[u], f);
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) acc[u] = fmaf(f[e], f[e], acc[u]);
+          }
+        }
+      }
+      if (has_tail) {
+        vt = scalar_global(xr + tail_col);
+        if constexpr (kFused) {
+          const T r = round_to<T>(vt + scalar_global(rr + tail_col));
+          rr[tail_col] = r;
+          vt = to_float(r);
+        }
+      }
+      ss = vt * vt;
+#pragma unroll
+      for (int u = 0; u < U; ++u) ss += acc[u];
+    }
+    ss = group_sum(ss, tpr, first_warp, red[buf]);
+    const float inv = rsqrtf(ss * p.inv_cols + p.eps);
+    if (active) {
+      // Pass 2 re-reads what this same thread read (x) or wrote (the residual) in pass 1.
+      const T* src = kFused ? static_cast<const T*>(rr) : xr;
+      T* yr = static_cast<T*>(p.y) + row * p.y_stride;
+      for (int j0 = lt; j0 < nvec; j0 += U * tpr) {
+        V v[U];
+        V wk[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int j = j0 + u * tpr;
+          if (j < nvec) {
+            v[u] = load_global<T, VEC>(src + static_cast<int64_t>(j) * VEC);
+            wk[u] = load_nc<T, VEC>(w + static_cast<int64_t>(j) * VEC);
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int j = j0 + u * tpr;
+          if (j < nvec) {
+            float f[VEC];
+            float g[VEC];
+            unpack<T, VEC>(v[u], f);
+            unpack<T, VEC>(wk[u], g);
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) f[e] = f[e] * inv * g[e];
+            store<T, VEC>(yr + static_cast<int64_t>(j) * VEC, pack<T, VEC>(f));
+          }
+        }
+      }
+      if (has_tail) yr[tail_col] = round_to<T>(vt * inv * scalar_nc(w + tail_col));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host side.
+
+using KernelFn = void (*)(RmsParams);
+
+template <typename T, bool kFused>
+KernelFn resident_kernel(int nv, bool weight_in_regs) {
+  switch (nv * 2 + (weight_in_regs ? 1 : 0)) {
+    case 2:
+      return rms_norm_resident_kernel<T, 1, kFused, false>;
+    case 3:
+      return rms_norm_resident_kernel<T, 1, kFused, true>;
+    case 4:
+      return rms_norm_resident_kernel<T, 2, kFused, false>;
+    case 5:
+      return rms_norm_resident_kernel<T, 2, kFused, true>;
+    case 8:
+      return rms_norm_resident_kernel<T, 4, kFused, false>;
+    case 9:
+      return rms_norm_resident_kernel<T, 4, kFused, true>;
+    case 16:
+      return rms_norm_resident_kernel<T, 8, kFused, false>;
+    default:
+      return nullptr;
+  }
+}
+
+template <typename T, bool kFused>
+KernelFn pick_kernel(bool vector_path, int nv, bool weight_in_regs) {
+  if (!vector_path) return rms_norm_streaming_kernel<T, 1, kFused>;
+  if (nv == 0) return rms_norm_streaming_kernel<T, 16 / sizeof(T), kFused>;
+  return resident_kernel<T, kFused>(nv, weight_in_regs);
+}
+
+template <typename T>
+KernelFn pick_kernel(bool fused, bool vector_path, int nv, bool weight_in_regs) {
+  return fused ? pick_kernel<T, true>(vector_path, nv, weight_in_regs)
+               : pick_kernel<T, false>(vector_path, nv, weight_in_regs);
+}
+
+KernelFn pick_kernel(DType dtype, bool fused, bool vector_path, int nv, bool weight_in_regs) {
+  switch (dtype) {
+    case DType::float32:
+      return pick_kernel<float>(fused, vector_path, nv, weight_in_regs);
+    case DType::float16:
+      return pick_kernel<__half>(fused, vector_path, nv, weight_in_regs);
+    case DType::bfloat16:
+      return pick_kernel<__nv_bfloat16>(fused, vector_path, nv, weight_in_regs);
+    default:
+      return nullptr;
+  }
+}
+
+int kernel_max_threads(int nv, bool weight_in_regs) {
+  return nv == 0 ? kStreamingMaxThreads : resident_max_threads(nv, weight_in_regs);
+}
+
+[[noreturn]] void throw_cuda(cudaError_t err, const char* what) {
+  throw UsageError(std::string("rms_norm (CUDA): ") + what + ": " + cudaGetErrorName(err) + ": " +
+                   cudaGetErrorString(err));
+}
+
+constexpr int kMaxDevices = 64;
+
+int sm_count(int device) {
+  static std::array<std::atomic<int>, kMaxDevices> cache{};
+  const bool cacheable = device >= 0 && device < kMaxDevices;
+  if (cacheable) {
+    const int cached = cache[device].load(std::memory_order_relaxed);
+    if (cached > 0) return cached;
+  }
+  int count = 0;
+  const cudaError_t err = cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+  if (err != cudaSuccess) throw_cuda(err, "cudaDeviceGetAttribute(MultiProcessorCount)");
+  if (cacheable) cache[device].store(count, std::memory_order_relaxed);
+  return count;
+}
+
+int max_blocks_per_sm(KernelFn fn, int threads, int device) {
+  static std::mutex mutex;
+  static std::map<std::tuple<const void*, int, int>, int> cache;
+  const auto key = std::make_tuple(reinterpret_cast<const void*>(fn), threads, device);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    const auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+  }
+  int blocks = 0;
+  const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, threads, 0);
+  if (err != cudaSuccess) throw_cuda(err, "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  std::lock_guard<std::mutex> lock(mutex);
+  cache[key] = blocks;
+  return blocks;
+}
+
+bool supported_dtype(DType dtype) {
+  return dtype == DType::float32 || dtype == DType::float16 || dtype == DType::bfloat16;
+}
+
+void check_dtype(DType dtype) {
+  if (!supported_dtype(dtype))
+    throw SignatureError("rms_norm (CUDA): dtype must be float32, float16 or bfloat16, got " +
+                         std::string(dtype_name(dtype)));
+}
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+int64_t round_up(int64_t a, int64_t b) {
+  return ceil_div(a, b) * b;
+}
+
+int vec_elems(DType dtype) {
+  return 16 / static_cast<int>(element_size(dtype));
+}
+
+// The smallest threads_per_row (a multiple of 32, at most max_tpr) whose threads hold nvec
+// vectors with nv vectors each; 0 if there is none.
+int resident_tpr(int64_t nvec, int nv, int max_tpr) {
+  const int64_t tpr = std::max<int64_t>(32, round_up(ceil_div(nvec, nv), 32));
+  return tpr <= max_tpr ? static_cast<int>(tpr) : 0;
+}
+
+// Empty when the configuration serves rows of `cols` elements of `dtype`, else why not.
+std::string check_config(const RmsNormConfig& c, DType dtype, int64_t cols) {
+  const int es = static_cast<int>(element_size(dtype));
+  if (c.threads < 32 || c.threads > 1024 || c.threads % 32 != 0)
+    return "threads must be a multiple of 32 in [32, 1024]";
+  if (c.rows_per_block < 1 || c.threads % c.rows_per_block != 0)
+    return "rows_per_block must divide threads";
+  const int tpr = c.threads / c.rows_per_block;
+  if (!(tpr == 8 || tpr == 16 || tpr % 32 == 0))
+    return "threads / rows_per_block must be 8, 16 or a multiple of 32";
+  if (c.vec_bytes != 16 && c.vec_bytes != es) return "vec_bytes must be 16 or the element size";
+  const int nv = c.vecs_per_thread;
+  if (!(nv == 0 || nv == 1 || nv == 2 || nv == 4 || nv == 8))
+    return "vecs_per_thread must be 0, 1, 2, 4 or 8";
+  if (c.vec_bytes != 16 && (nv != 0 || c.weight_in_registers))
+    return "the scalar path (vec_bytes == element size) is streaming only (vecs_per_thread 0)";
+  if (c.weight_in_registers && (nv == 0 || nv == 8))
+    return "weight_in_registers needs vecs_per_thread 1, 2 or 4";
+  if (c.threads > kernel_max_threads(nv, c.weight_in_registers))
+    return "at most " + std::to_string(kernel_max_threads(nv, c.weight_in_registers)) +
+           " threads with this kernel";
+  if (c.blocks_per_sm < 0) return "blocks_per_sm must be >= 0";
+  if (nv > 0 && cols / (16 / es) > static_cast<int64_t>(tpr) * nv)
+    return "the row does not fit " + std::to_string(tpr) + " threads x " + std::to_string(nv) +
+           " vectors";
+  return {};
+}
+
+RmsNormConfig make_config(int threads, int rows_per_block, int nv, bool weight_in_regs) {
+  RmsNormConfig c;
+  c.threads = threads;
+  c.rows_per_block = rows_per_block;
+  c.vec_bytes = 16;
+  c.vecs_per_thread = nv;
+  c.weight_in_registers = weight_in_regs;
+  c.blocks_per_sm = 0;
+  return c;
+}
+
+bool aligned_to(const void* p, int64_t align) {
+  return reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(align) == 0;
+}
+
+}  // namespace
+
+std::string RmsNormConfig::str() const {
+  return "threads=" + std::to_string(threads) +
+         ",rows_per_block=" + std::to_string(rows_per_block) +
+         ",vec_bytes=" + std::to_string(vec_bytes) +
+         ",vecs_per_thread=" + std::to_string(vecs_per_thread) +
+         ",weight_in_registers=" + (weight_in_registers ? "true" : "false") +
+         ",blocks_per_sm=" + std::to_string(blocks_per_sm);
+}
+
+RmsNormConfig rms_norm_default_config(int64_t rows, int64_t cols, DType dtype, int device) {
+  check_dtype(dtype);
+  rows = std::max<int64_t>(rows, 1);
+  const int64_t nvec = std::max<int64_t>(ceil_div(cols, vec_elems(dtype)), 1);
+  if (nvec <= 128) {
+    // Small rows: 8, 16 or 32 threads per row (warp shuffles only), several rows per block, the
+    // weight slice in registers for all the block's rows.
+    int tpr = 8;
+    while (tpr < 32 && static_cast<int64_t>(tpr) * 4 < nvec) tpr *= 2;
+    int nv = 1;
+    while (static_cast<int64_t>(tpr) * nv < nvec) nv *= 2;
+    const int threads = static_cast<int>(std::min<int64_t>(256, round_up(rows * tpr, 32)));
+    return make_config(threads, threads / tpr, nv, true);
+  }
+  const int sms = sm_count(device);
+  if (rows < sms) {
+    // Latency-bound (decode): many threads with few vectors each; the weight is loaded together
+    // with x, so that its latency overlaps x's.
+    for (const int nv : {1, 2, 4}) {
+      if (const int tpr = resident_tpr(nvec, nv, 512); tpr > 0)
+        return make_config(tpr, 1, nv, true);
+    }
+  }
+  // Throughput: 8 vectors (128 bytes) in flight per thread, so that a multiprocessor holds as
+  // many rows as its registers allow (phases of different rows overlap); the weight from L1 after
+  // the reduction. Blocks of at least 128 threads.
+  if (const int tpr = resident_tpr(nvec, 8, 512); tpr > 0) {
+    const int rpb = tpr < 128 && 128 % tpr == 0 ? 128 / tpr : 1;
+    return make_config(tpr * rpb, rpb, 8, false);
+  }
+  if (const int tpr = resident_tpr(nvec, 4, 1024); tpr > 0) return make_config(tpr, 1, 4, false);
+  // Rows too long for registers: streaming, the second pass from L2.
+  return make_config(256, 1, 0, false);
+}
+
+std::vector<RmsNormConfig> rms_norm_tuning_space(int64_t rows, int64_t cols, DType dtype,
+                                                 int device) {
+  std::vector<RmsNormConfig> out;
+  const auto add = [&](const RmsNormConfig& c) {
+    if (check_config(c, dtype, cols).empty() && std::find(out.begin(), out.end(), c) == out.end())
+      out.push_back(c);
+  };
+  add(rms_norm_default_config(rows, cols, dtype, device));
+  const int64_t nvec = std::max<int64_t>(ceil_div(cols, vec_elems(dtype)), 1);
+  if (nvec <= 256) {
+    // Several rows per warp or a warp per row.
+    for (const int tpr : {8, 16, 32}) {
+      int nv = 1;
+      while (nv < 8 && static_cast<int64_t>(tpr) * nv < nvec) nv *= 2;
+      if (static_cast<int64_t>(tpr) * nv < nvec) continue;
+      for (const int threads : {128, 256, 512})
+        for (const bool wreg : {false, true}) add(make_config(threads, threads / tpr, nv, wreg));
+    }
+  }
+  // A row per block (or two), each vector count that fits.
+  for (const int nv : {1, 2, 4, 8}) {
+    for (const int max_tpr : {512, 1024}) {
+      const int tpr = resident_tpr(nvec, nv, max_tpr);
+      if (tpr == 0) continue;
+      for (const int rpb : {1, 2, 4}) {
+        if (tpr * rpb > 1024) continue;
+        for (const bool wreg : {false, true}) add(make_config(tpr * rpb, rpb, nv, wreg));
+      }
+    }
+  }
+  for (const int threads : {128, 256, 512}) add(make_config(threads, 1, 0, false));
+  return out;
+}
+
+void launch_rms_norm(const RmsNormArgs& a, const RmsNormConfig& config, void* stream) {
+  const DType dtype = a.dtype;
+  check_dtype(dtype);
+  if (a.rows < 0 || a.cols < 0)
+    throw SignatureError("rms_norm (CUDA): negative shape [" + std::to_string(a.rows) + ", " +
+                         std::to_string(a.cols) + "]");
+  if (a.cols > INT_MAX / 2)
+    throw SignatureError("rms_norm (CUDA): cols too large: " + std::to_string(a.cols));
+  if (const std::string why = check_config(config, dtype, a.cols); !why.empty())
+    throw SignatureError("rms_norm (CUDA): config {" + config.str() +
+                         "} cannot serve cols = " + std::to_string(a.cols) + ": " + why);
+  if (a.rows == 0 || a.cols == 0) return;
+  const bool fused = a.residual != nullptr;
+  if (a.x == nullptr || a.weight == nullptr || a.y == nullptr)
+    throw SignatureError("rms_norm (CUDA): x, weight and y must not be null");
+  if (a.rows > 1 && (a.x_row_stride < a.cols || a.y_row_stride < a.cols ||
+                     (fused && a.residual_row_stride < a.cols)))
+    throw SignatureError("rms_norm (CUDA): a row stride is smaller than cols");
+  const auto es = static_cast<int64_t>(element_size(dtype));
+  if (!aligned_to(a.x, es) || !aligned_to(a.y, es) || !aligned_to(a.weight, es) ||
+      (fused && !aligned_to(a.residual, es)))
+    throw SignatureError("rms_norm (CUDA): a pointer is not aligned to its element size");
+
+  // 16-byte vectors only when every row of every tensor starts on a 16-byte boundary; otherwise
+  // the scalar streaming kernel, with the same threads per row (at most 512).
+  const int64_t vec = 16 / es;
+  const bool strides_ok = a.rows == 1 || (a.x_row_stride % vec == 0 && a.y_row_stride % vec == 0 &&
+                                          (!fused || a.residual_row_stride % vec == 0));
+  const bool vector_path = config.vec_bytes == 16 && strides_ok && aligned_to(a.x, 16) &&
+                           aligned_to(a.y, 16) && aligned_to(a.weight, 16) &&
+                           (!fused || aligned_to(a.residual, 16));
+  int tpr = config.threads / config.rows_per_block;
+  int rows_per_block = config.rows_per_block;
+  int nv = config.vecs_per_thread;
+  bool weight_in_regs = config.weight_in_registers;
+  if (!vector_path) {
+    nv = 0;
+    weight_in_regs = false;
+    tpr = std::min(tpr, kStreamingMaxThreads);
+    rows_per_block = std::max(1, std::min(rows_per_block, kStreamingMaxThreads / tpr));
+  }
+  const int threads = tpr * rows_per_block;
+  const KernelFn fn = pick_kernel(dtype, fused, vector_path, nv, weight_in_regs);
+  if (fn == nullptr) throw SignatureError("rms_norm (CUDA): no kernel for {" + config.str() + "}");
+
+  int device = 0;
+  if (const cudaError_t err = cudaGetDevice(&device); err != cudaSuccess)
+    throw_cuda(err, "cudaGetDevice");
+  const int sms = sm_count(device);
+  int per_sm = config.blocks_per_sm;
+  if (per_sm == 0) per_sm = std::max(1, max_blocks_per_sm(fn, threads, device));
+  const int64_t groups = ceil_div(a.rows, rows_per_block);
+  const int grid = static_cast<int>(std::min<int64_t>(groups, static_cast<int64_t>(sms) * per_sm));
+
+  RmsParams p;
+  p.x = a.x;
+  p.residual = a.residual;
+  p.weight = a.weight;
+  p.y = a.y;
+  p.x_stride = a.x_row_stride;
+  p.residual_stride = a.residual_row_stride;
+  p.y_stride = a.y_row_stride;
+  p.rows = a.rows;
+  p.cols = static_cast<int>(a.cols);
+  p.tpr = tpr;
+  p.rows_per_block = rows_per_block;
+  p.eps = a.eps;
+  p.inv_cols = static_cast<float>(1.0 / static_cast<double>(a.cols));
+  fn<<<grid, threads, 0, static_cast<cudaStream_t>(stream)>>>(p);
+  if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess)
+    throw_cuda(err, "kernel launch");
+}
+
+}  // namespace tileops::cuda_kernels

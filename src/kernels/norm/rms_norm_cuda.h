@@ -1,0 +1,75 @@
+// CUDA kernels of RMSNorm and fused add+RMSNorm, with a plain launch API (internal header: no
+// CUDA headers here; the stream is passed as void* and is a cudaStream_t).
+//
+// Semantics, for every row of length `cols`:
+//   plain: inv = rsqrt(mean_j(x_j^2) + eps) in fp32; y_j = T(x_j * inv * w_j).
+//   fused (residual != nullptr): r_j = T(x_j + residual_j) (fp32 sum, one rounding to T) is written
+//   to `residual` in place, then y = RMSNorm(r) from the rounded r. x is never written unless the
+//   caller passes y == x, which is allowed (every element is read before it is written, by the
+//   thread that writes it).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tileops/core/dtype.h"
+
+namespace tileops::cuda_kernels {
+
+/// How one launch of the RMSNorm kernels is shaped. Every field is checked by launch_rms_norm;
+/// a configuration that cannot serve a shape raises SignatureError.
+struct RmsNormConfig {
+  /// Threads per block: a multiple of 32, at most 1024.
+  int threads = 0;
+  /// Rows handled at once by one block: threads / rows_per_block threads work on one row. That
+  /// count (threads_per_row) must be 8 or 16 (several rows per warp), or a multiple of 32.
+  int rows_per_block = 0;
+  /// 16: 16-byte vector accesses (falls back to the scalar path by itself when a pointer or a row
+  /// stride is not 16-byte aligned); element_size(dtype): scalar accesses always.
+  int vec_bytes = 16;
+  /// Register-resident rows: each thread keeps vecs_per_thread vectors (1, 2, 4 or 8) of its row
+  /// in registers, so a row of up to threads_per_row * vecs_per_thread vectors (plus the scalar
+  /// tail) is read once. 0: streaming two-pass kernel (sum of squares, then a re-read of the row,
+  /// which then comes from L2); any row length. Only for vec_bytes == 16.
+  int vecs_per_thread = 0;
+  /// Register-resident only: each block loads its slice of the weight once into registers, before
+  /// its first row, concurrently with the first row's loads (good for few rows: the weight's
+  /// latency overlaps x's). Otherwise the weight is read (L1/L2) after the reduction of each row.
+  bool weight_in_registers = false;
+  /// Blocks per multiprocessor in the (persistent, grid-stride) grid; 0: as many as fit
+  /// (occupancy). The grid never exceeds the number of row groups.
+  int blocks_per_sm = 0;
+
+  int threads_per_row() const { return rows_per_block > 0 ? threads / rows_per_block : 0; }
+  std::string str() const;
+  friend bool operator==(const RmsNormConfig&, const RmsNormConfig&) = default;
+};
+
+struct RmsNormArgs {
+  const void* x = nullptr;
+  int64_t x_row_stride = 0;  ///< in elements; the inner dimension is contiguous
+  void* residual = nullptr;  ///< nullptr: plain RMSNorm; else fused add, updated in place
+  int64_t residual_row_stride = 0;
+  const void* weight = nullptr;  ///< [cols], dtype
+  void* y = nullptr;
+  int64_t y_row_stride = 0;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  float eps = 1e-6f;
+  DType dtype = DType::bfloat16;  ///< float32, float16 or bfloat16 (x, residual, weight, y)
+};
+
+/// A good default for the shape on `device` (its multiprocessor count is read once and cached).
+RmsNormConfig rms_norm_default_config(int64_t rows, int64_t cols, DType dtype, int device);
+
+/// Candidates for tuning; each one serves (rows, cols, dtype) correctly. The default is first.
+std::vector<RmsNormConfig> rms_norm_tuning_space(int64_t rows, int64_t cols, DType dtype,
+                                                 int device);
+
+/// Launches one kernel on `stream` (a cudaStream_t; nullptr: the legacy default stream) on the
+/// current device. rows == 0 or cols == 0 launches nothing. Raises SignatureError for arguments or
+/// a configuration the kernels cannot take, UsageError when the CUDA runtime reports an error.
+void launch_rms_norm(const RmsNormArgs& args, const RmsNormConfig& config, void* stream);
+
+}  // namespace tileops::cuda_kernels
