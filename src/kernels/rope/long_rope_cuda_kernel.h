@@ -4,8 +4,10 @@
 
 #if TILEOPS_WITH_CUDA
 
+#include <map>
 #include <mutex>
 #include <optional>
+#include <tuple>
 
 #include "kernels/rope/long_rope_cuda.h"
 #include "tileops/ops/rope.h"
@@ -27,11 +29,16 @@ class LongRopeCuda final : public Kernel, public LongRopeInterface {
   std::vector<std::string> tuning_space() const override;
 
  private:
+  using Shape = std::tuple<std::int64_t, std::int64_t, std::int64_t>;  // batch, seq, heads
+  struct Chosen {
+    cuda_kernels::LongRopeConfig config;
+    bool tuned = false;
+  };
+
   LongRopeCall call_;
   mutable std::mutex mutex_;
-  std::optional<cuda_kernels::LongRopeConfig> config_;
-  std::string shape_of_config_;
-  bool tuned_ = false;
+  std::map<Shape, Chosen> configs_;  // the configuration chosen per shape
+  Shape last_shape_{0, 0, 0};
 };
 
 }  // namespace tileops

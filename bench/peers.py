@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""Peers of the norm and rope ops, timed the way `tileops bench --device cuda` times ours.
+
+For every workload of manifest/norm.yaml and manifest/rope.yaml it times PyTorch eager and
+torch.compile of the eager expression (and any other peer importable here: flashinfer,
+liger_kernel) with CUDA events around each iteration, the L2 flushed before each one, and
+reports the median. Bytes are the manifest roofline bytes (each input read once, each output
+written once, a mutated input read and written). Writes a table (stdout) and a CSV ($OUT or .).
+
+Usage: python3 bench/peers.py [--iters N] [--csv PATH]
+"""
+import argparse
+import math
+import os
+import statistics
+import sys
+
+import torch
+
+NORM = [  # (label, rows, cols, dtypes)
+    ("llama3-8b-prefill", 2048, 4096, ["bfloat16", "float16", "float32"]),
+    ("llama3-8b-decode", 1, 4096, ["bfloat16"]),
+    ("llama3-70b-prefill", 2048, 8192, ["bfloat16"]),
+    ("llama3-70b-decode64", 64, 8192, ["bfloat16"]),
+    ("llama3-405b-prefill", 2048, 16384, ["bfloat16", "float16"]),
+    ("llama3-405b-decode", 1, 16384, ["bfloat16"]),
+]
+FUSED = [
+    ("llama3-8b-prefill", 2048, 4096, ["bfloat16", "float16"]),
+    ("llama3-8b-decode", 1, 4096, ["bfloat16"]),
+    ("llama3-70b-prefill", 2048, 8192, ["bfloat16"]),
+    ("llama3-405b-prefill", 2048, 16384, ["bfloat16"]),
+    ("llama3-405b-decode", 1, 16384, ["bfloat16"]),
+]
+ROPE = [  # (label, B, S, H, R, positions, dtypes)
+    ("rope-8k-h32-d128", 1, 8192, 32, 64, False, ["float16", "bfloat16"]),
+    ("phi3-mini-8k", 1, 8192, 32, 48, False, ["bfloat16"]),
+    ("phi3-mini-32k", 1, 32768, 32, 48, False, ["bfloat16"]),
+    ("phi3-mini-decode32", 32, 1, 32, 48, True, ["bfloat16"]),
+]
+
+_flush = None
+
+
+def flush_l2():
+    global _flush
+    if _flush is None:
+        _flush = torch.empty(512 * 1024 * 1024, dtype=torch.uint8, device="cuda")
+    _flush.zero_()
+
+
+def time_median_us(fn, iters):
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        flush_l2()
+        start = torch.cuda.Event(enable_timing=True)
+        stop = torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) * 1000.0)
+    return statistics.median(times)
+
+
+def rms_norm_eager(x, w, eps=1e-6):
+    xf = x.float()
+    inv = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return (xf * inv * w.float()).to(x.dtype)
+
+
+def fused_add_rms_norm_eager(x, residual, w, eps=1e-6):
+    r = (x.float() + residual.float()).to(x.dtype)
+    residual.copy_(r)
+    return rms_norm_eager(r, w, eps)
+
+
+def long_rope_eager(x, cos, sin):
+    half = x.shape[-1] // 2
+    xf = x.float()
+    a, b = xf[..., :half], xf[..., half:]
+    return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1).to(x.dtype)
+
+
+def rope_tables(B, S, R, positions, scale=1.0):
+    inv = 1.0 / (torch.rand(R, dtype=torch.float64, device="cuda") * 3 + 1) / (
+        10000.0 ** (torch.arange(R, dtype=torch.float64, device="cuda") * 2 / (2 * R)))
+    theta = positions.to(torch.float64)[..., None] * inv  # [B, S, R]
+    cos = (torch.cos(theta) * scale).float()[:, :, None, :]
+    sin = (torch.sin(theta) * scale).float()[:, :, None, :]
+    return cos, sin
+
+
+def peers():
+    out = {"torch-eager": None, "torch.compile": None}
+    try:
+        import flashinfer  # noqa: F401
+        out["flashinfer"] = flashinfer
+    except Exception:
+        pass
+    try:
+        import liger_kernel  # noqa: F401
+        out["liger"] = liger_kernel
+    except Exception:
+        pass
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--iters", type=int, default=100)
+    ap.add_argument("--csv", default=os.path.join(os.environ.get("OUT", "."), "peers.csv"))
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    dev = torch.cuda.get_device_name()
+    rows = []
+    compiled_norm = torch.compile(rms_norm_eager)
+    compiled_fused = torch.compile(fused_add_rms_norm_eager)
+    compiled_rope = torch.compile(long_rope_eager)
+    available = peers()
+
+    def record(op, case, peer, us, nbytes):
+        tbps = nbytes / (us * 1e-6) / 1e12
+        rows.append((op, case, peer, us, tbps))
+        print(f"{op:22s} {case:32s} {peer:14s} {us:10.2f} us {tbps:7.3f} TB/s", flush=True)
+
+    for label, n, d, dtypes in NORM:
+        for dt in dtypes:
+            t = getattr(torch, dt)
+            x = torch.randn(n, d, dtype=t, device="cuda")
+            w = torch.randn(d, dtype=t, device="cuda")
+            nbytes = (2 * n * d + d) * x.element_size()
+            case = f"{label}-{dt}"
+            record("RMSNormFwdOp", case, "torch-eager", time_median_us(lambda: rms_norm_eager(x, w), args.iters), nbytes)
+            record("RMSNormFwdOp", case, "torch.compile", time_median_us(lambda: compiled_norm(x, w), args.iters), nbytes)
+            if hasattr(torch.nn.functional, "rms_norm"):
+                record("RMSNormFwdOp", case, "F.rms_norm",
+                       time_median_us(lambda: torch.nn.functional.rms_norm(x, (d,), w, 1e-6), args.iters), nbytes)
+            if "flashinfer" in available:
+                fi = available["flashinfer"]
+                record("RMSNormFwdOp", case, "flashinfer", time_median_us(lambda: fi.rmsnorm(x, w, 1e-6), args.iters), nbytes)
+    for label, n, d, dtypes in FUSED:
+        for dt in dtypes:
+            t = getattr(torch, dt)
+            x = torch.randn(n, d, dtype=t, device="cuda")
+            r = torch.randn(n, d, dtype=t, device="cuda")
+            w = torch.randn(d, dtype=t, device="cuda")
+            nbytes = (4 * n * d + d) * x.element_size()
+            case = f"{label}-{dt}"
+            record("FusedAddRMSNormFwdOp", case, "torch-eager",
+                   time_median_us(lambda: fused_add_rms_norm_eager(x, r, w), args.iters), nbytes)
+            record("FusedAddRMSNormFwdOp", case, "torch.compile",
+                   time_median_us(lambda: compiled_fused(x, r, w), args.iters), nbytes)
+            if "flashinfer" in available:
+                fi = available["flashinfer"]
+                record("FusedAddRMSNormFwdOp", case, "flashinfer",
+                       time_median_us(lambda: fi.fused_add_rmsnorm(x, r, w, 1e-6), args.iters), nbytes)
+    for label, B, S, H, R, with_pos, dtypes in ROPE:
+        for dt in dtypes:
+            t = getattr(torch, dt)
+            x = torch.randn(B, S, H, 2 * R, dtype=t, device="cuda")
+            pos = (torch.randint(0, 131072, (B, S), device="cuda") if with_pos
+                   else torch.arange(S, device="cuda").expand(B, S))
+            case = f"{label}-{dt}" + ("-int64" if with_pos else "")
+            nbytes = 2 * x.numel() * x.element_size() + R * 4 + (pos.numel() * 8 if with_pos else 0)
+
+            # The peers are timed including the cos/sin tables from the positions, as our op
+            # derives them inside the call.
+            def eager():
+                cos, sin = rope_tables(B, S, R, pos)
+                return long_rope_eager(x, cos, sin)
+
+            def compiled():
+                cos, sin = rope_tables(B, S, R, pos)
+                return compiled_rope(x, cos, sin)
+
+            cos, sin = rope_tables(B, S, R, pos)
+            record("LongRoPEFwdOp", case, "torch-eager", time_median_us(eager, args.iters), nbytes)
+            record("LongRoPEFwdOp", case, "torch.compile", time_median_us(compiled, args.iters), nbytes)
+            record("LongRoPEFwdOp", case, "compile(no-tab)",
+                   time_median_us(lambda: compiled_rope(x, cos, sin), args.iters), nbytes)
+    with open(args.csv, "w") as f:
+        f.write(f"# gpu={dev} torch={torch.__version__}\n")
+        f.write("op,case,peer,median_us,tb_per_s\n")
+        for op, case, peer, us, tbps in rows:
+            f.write(f"{op},{case},{peer},{us:.3f},{tbps:.4f}\n")
+    print(f"wrote {args.csv}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
