@@ -1,0 +1,648 @@
+// GPU tests of the CUDA RMSNorm / fused add+RMSNorm kernels (src/kernels/norm/rms_norm_cuda.*)
+// against a double-precision CPU reference. Skipped without CUDA or without a device.
+//
+// Every launch writes into an output poisoned with NaN bit patterns (0xFF bytes); elements outside
+// the rows (strided gaps) must keep their poison (or, in place, their input bits). Tolerance:
+// max |y - ref| / (1 + |ref|) <= 1e-5 (fp32), 1e-3 (fp16), 1.6e-2 (bf16); the updated residual of
+// the fused kernel must match T(float(x) + float(residual)) bit for bit.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#if TILEOPS_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <utility>
+
+#include "kernels/norm/rms_norm_cuda.h"
+#include "tileops/core/dtype.h"
+#include "tileops/core/error.h"
+#endif
+
+namespace {
+
+#if !TILEOPS_WITH_CUDA
+
+TEST(RmsNormKernels, RequiresCuda) {
+  GTEST_SKIP() << "built without CUDA";
+}
+
+#else
+
+using tileops::DType;
+using tileops::cuda_kernels::launch_rms_norm;
+using tileops::cuda_kernels::rms_norm_default_config;
+using tileops::cuda_kernels::rms_norm_tuning_space;
+using tileops::cuda_kernels::RmsNormArgs;
+using tileops::cuda_kernels::RmsNormConfig;
+
+bool have_gpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+#define SKIP_WITHOUT_GPU()                                   \
+  do {                                                       \
+    if (!have_gpu()) GTEST_SKIP() << "no CUDA device found"; \
+  } while (0)
+
+#define CUDA_OK(expr)                                                          \
+  do {                                                                         \
+    const cudaError_t err_ = (expr);                                           \
+    ASSERT_EQ(err_, cudaSuccess) << #expr << ": " << cudaGetErrorString(err_); \
+  } while (0)
+
+// ---- host-side element conversions (round to nearest even) ----
+
+uint32_t float_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+float bits_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+uint16_t f32_to_bf16(float f) {
+  const uint32_t u = float_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+float bf16_to_f32(uint16_t h) {
+  return bits_float(static_cast<uint32_t>(h) << 16);
+}
+
+uint16_t f32_to_f16(float f) {
+  const uint32_t x = float_bits(f);
+  const auto sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const uint32_t a = x & 0x7fffffffu;
+  if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
+  if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to inf
+  if (a < 0x38800000u) {                                               // subnormal or zero
+    const float scaled = bits_float(a) * 16777216.0f;                  // exact: units of 2^-24
+    return static_cast<uint16_t>(sign | static_cast<uint16_t>(std::nearbyint(scaled)));
+  }
+  const uint32_t r = a + 0xfffu + ((a >> 13) & 1u);
+  return static_cast<uint16_t>(sign | ((r - 0x38000000u) >> 13));
+}
+
+float f16_to_f32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t e = (h >> 10) & 0x1fu;
+  const uint32_t m = h & 0x3ffu;
+  if (e == 0) {
+    const float v = std::ldexp(static_cast<float>(m), -24);
+    return sign ? -v : v;
+  }
+  if (e == 31) return bits_float(sign | 0x7f800000u | (m << 13));
+  return bits_float(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+// A host tensor of `dtype` stored as raw bytes.
+struct HostTensor {
+  DType dtype = DType::float32;
+  std::vector<unsigned char> bytes;
+
+  HostTensor(DType d, size_t n) : dtype(d), bytes(n * tileops::element_size(d)) {}
+  size_t size() const { return bytes.size() / tileops::element_size(dtype); }
+  uint32_t bits(size_t i) const {
+    if (dtype == DType::float32) {
+      uint32_t u;
+      std::memcpy(&u, &bytes[4 * i], 4);
+      return u;
+    }
+    uint16_t h;
+    std::memcpy(&h, &bytes[2 * i], 2);
+    return h;
+  }
+  float get(size_t i) const {
+    switch (dtype) {
+      case DType::float32:
+        return bits_float(bits(i));
+      case DType::float16:
+        return f16_to_f32(static_cast<uint16_t>(bits(i)));
+      default:
+        return bf16_to_f32(static_cast<uint16_t>(bits(i)));
+    }
+  }
+  // Stores T(v) (one rounding from float).
+  void set(size_t i, float v) {
+    if (dtype == DType::float32) {
+      std::memcpy(&bytes[4 * i], &v, 4);
+      return;
+    }
+    const uint16_t h = dtype == DType::float16 ? f32_to_f16(v) : f32_to_bf16(v);
+    std::memcpy(&bytes[2 * i], &h, 2);
+  }
+};
+
+// splitmix64: fast, fixed seeds.
+struct Rng {
+  uint64_t state;
+  explicit Rng(uint64_t seed) : state(seed * 0x9e3779b97f4a7c15ull + 1) {}
+  uint64_t next() {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [lo, hi), never within 1e-3 of zero.
+  float uniform(float lo, float hi) {
+    const float u = static_cast<float>(next() >> 40) * (1.0f / 16777216.0f);
+    float v = lo + (hi - lo) * u;
+    if (std::fabs(v) < 1e-3f) v = 0.37f;
+    return v;
+  }
+};
+
+void fill_random(HostTensor& t, Rng& rng, float lo, float hi) {
+  for (size_t i = 0; i < t.size(); ++i) t.set(i, rng.uniform(lo, hi));
+}
+
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  explicit DeviceBuffer(size_t n) : bytes(std::max<size_t>(n, 16)) {
+    if (cudaMalloc(&ptr, bytes) != cudaSuccess) ptr = nullptr;
+  }
+  ~DeviceBuffer() {
+    if (ptr != nullptr) cudaFree(ptr);
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  template <typename U = unsigned char>
+  U* at(size_t byte_offset) const {
+    return reinterpret_cast<U*>(static_cast<unsigned char*>(ptr) + byte_offset);
+  }
+};
+
+double tolerance(DType dtype) {
+  switch (dtype) {
+    case DType::float32:
+      return 1e-5;
+    case DType::float16:
+      return 1e-3;
+    default:
+      return 1.6e-2;
+  }
+}
+
+std::string dtype_str(DType d) {
+  return d == DType::float32 ? "float32" : d == DType::float16 ? "float16" : "bfloat16";
+}
+
+// ---- one RMSNorm problem: inputs made once, run with any number of configurations ----
+
+struct RmsProblem {
+  DType dtype = DType::bfloat16;
+  int64_t rows = 1;
+  int64_t cols = 1;
+  bool fused = false;
+  int64_t x_stride = 0;  // 0: cols
+  int64_t r_stride = 0;
+  int64_t y_stride = 0;
+  int64_t x_offset = 0;  // elements added to the base pointers (unaligned when odd)
+  int64_t r_offset = 0;
+  int64_t y_offset = 0;
+  int64_t w_offset = 0;
+  bool in_place = false;  // y == x (y_stride and y_offset are then x's)
+  float eps = 1e-6f;
+  uint64_t seed = 1;
+
+  std::string describe() const {
+    std::ostringstream os;
+    os << dtype_str(dtype) << " [" << rows << ", " << cols << "]" << (fused ? " fused" : "")
+       << " strides x/r/y " << x_stride << "/" << r_stride << "/" << y_stride << " offsets x/r/y/w "
+       << x_offset << "/" << r_offset << "/" << y_offset << "/" << w_offset
+       << (in_place ? " in-place" : "") << " seed " << seed;
+    return os.str();
+  }
+};
+
+class RmsRunner {
+ public:
+  explicit RmsRunner(RmsProblem p) : p_(std::move(p)) {
+    if (p_.x_stride == 0) p_.x_stride = p_.cols;
+    if (p_.r_stride == 0) p_.r_stride = p_.cols;
+    if (p_.y_stride == 0) p_.y_stride = p_.cols;
+    if (p_.in_place) {
+      p_.y_stride = p_.x_stride;
+      p_.y_offset = p_.x_offset;
+    }
+  }
+
+  const RmsProblem& problem() const { return p_; }
+
+  // Prepares inputs and device buffers (call once, under ASSERT_NO_FATAL_FAILURE).
+  void prepare() {
+    const size_t es = tileops::element_size(p_.dtype);
+    const auto span = [&](int64_t stride, int64_t offset) {
+      return static_cast<size_t>(offset + (p_.rows - 1) * stride + p_.cols + 8);
+    };
+    Rng rng(p_.seed);
+    x_ = std::make_unique<HostTensor>(p_.dtype, span(p_.x_stride, p_.x_offset));
+    fill_random(*x_, rng, -2.0f, 2.0f);
+    w_ = std::make_unique<HostTensor>(p_.dtype, static_cast<size_t>(p_.w_offset + p_.cols + 8));
+    fill_random(*w_, rng, -1.5f, 1.5f);
+    if (p_.fused) {
+      r_ = std::make_unique<HostTensor>(p_.dtype, span(p_.r_stride, p_.r_offset));
+      fill_random(*r_, rng, -2.0f, 2.0f);
+    }
+    dx_ = std::make_unique<DeviceBuffer>(x_->bytes.size());
+    dw_ = std::make_unique<DeviceBuffer>(w_->bytes.size());
+    ASSERT_NE(dx_->ptr, nullptr);
+    ASSERT_NE(dw_->ptr, nullptr);
+    CUDA_OK(cudaMemcpy(dw_->ptr, w_->bytes.data(), w_->bytes.size(), cudaMemcpyHostToDevice));
+    if (p_.fused) {
+      dr_ = std::make_unique<DeviceBuffer>(r_->bytes.size());
+      ASSERT_NE(dr_->ptr, nullptr);
+    }
+    if (!p_.in_place) {
+      y_elems_ = span(p_.y_stride, p_.y_offset);
+      dy_ = std::make_unique<DeviceBuffer>(y_elems_ * es);
+      ASSERT_NE(dy_->ptr, nullptr);
+    }
+    // Reference (double), from the rounded sum in fused mode.
+    ref_y_.assign(static_cast<size_t>(p_.rows * p_.cols), 0.0f);
+    if (p_.fused) ref_r_bits_.assign(static_cast<size_t>(p_.rows * p_.cols), 0u);
+    HostTensor rounded(p_.dtype, 1);
+    std::vector<double> v(static_cast<size_t>(p_.cols));
+    for (int64_t i = 0; i < p_.rows; ++i) {
+      double ss = 0.0;
+      for (int64_t j = 0; j < p_.cols; ++j) {
+        const size_t xi = static_cast<size_t>(p_.x_offset + i * p_.x_stride + j);
+        float a = x_->get(xi);
+        if (p_.fused) {
+          const size_t ri = static_cast<size_t>(p_.r_offset + i * p_.r_stride + j);
+          rounded.set(0, a + r_->get(ri));  // fp32 sum, one rounding to T
+          ref_r_bits_[static_cast<size_t>(i * p_.cols + j)] = rounded.bits(0);
+          a = rounded.get(0);
+        }
+        v[static_cast<size_t>(j)] = a;
+        ss += static_cast<double>(a) * a;
+      }
+      const double inv = 1.0 / std::sqrt(ss / static_cast<double>(p_.cols) + p_.eps);
+      for (int64_t j = 0; j < p_.cols; ++j)
+        ref_y_[static_cast<size_t>(i * p_.cols + j)] = static_cast<float>(
+            v[static_cast<size_t>(j)] * inv * w_->get(static_cast<size_t>(p_.w_offset + j)));
+    }
+  }
+
+  // Uploads fresh inputs, poisons the output, launches with `config` (default config when
+  // nullopt), and checks y (and the residual).
+  void run_and_check(const std::optional<RmsNormConfig>& config) {
+    const size_t es = tileops::element_size(p_.dtype);
+    CUDA_OK(cudaMemcpy(dx_->ptr, x_->bytes.data(), x_->bytes.size(), cudaMemcpyHostToDevice));
+    if (p_.fused)
+      CUDA_OK(cudaMemcpy(dr_->ptr, r_->bytes.data(), r_->bytes.size(), cudaMemcpyHostToDevice));
+    if (!p_.in_place) CUDA_OK(cudaMemset(dy_->ptr, 0xFF, dy_->bytes));  // NaN poison
+
+    RmsNormArgs a;
+    a.x = dx_->at(static_cast<size_t>(p_.x_offset) * es);
+    a.x_row_stride = p_.x_stride;
+    a.residual = p_.fused ? dr_->at(static_cast<size_t>(p_.r_offset) * es) : nullptr;
+    a.residual_row_stride = p_.r_stride;
+    a.weight = dw_->at(static_cast<size_t>(p_.w_offset) * es);
+    a.y = p_.in_place ? dx_->at(static_cast<size_t>(p_.x_offset) * es)
+                      : dy_->at(static_cast<size_t>(p_.y_offset) * es);
+    a.y_row_stride = p_.y_stride;
+    a.rows = p_.rows;
+    a.cols = p_.cols;
+    a.eps = p_.eps;
+    a.dtype = p_.dtype;
+    const RmsNormConfig cfg =
+        config ? *config : rms_norm_default_config(p_.rows, p_.cols, p_.dtype, 0);
+    const std::string where = p_.describe() + " config {" + cfg.str() + "}";
+    try {
+      launch_rms_norm(a, cfg, nullptr);
+    } catch (const std::exception& e) {
+      FAIL() << where << ": launch threw: " << e.what();
+    }
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaGetLastError());
+
+    // y
+    HostTensor y(p_.dtype, p_.in_place ? x_->size() : y_elems_);
+    CUDA_OK(cudaMemcpy(y.bytes.data(), p_.in_place ? dx_->ptr : dy_->ptr, y.bytes.size(),
+                       cudaMemcpyDeviceToHost));
+    const int64_t ys = p_.y_stride;
+    const int64_t yo = p_.y_offset;
+    std::vector<bool> in_row(y.size(), false);
+    double max_err = 0.0;
+    int64_t bad = 0;
+    std::string first_bad;
+    for (int64_t i = 0; i < p_.rows; ++i) {
+      for (int64_t j = 0; j < p_.cols; ++j) {
+        const size_t yi = static_cast<size_t>(yo + i * ys + j);
+        in_row[yi] = true;
+        const double got = y.get(yi);
+        const double ref = ref_y_[static_cast<size_t>(i * p_.cols + j)];
+        const double err = std::fabs(got - ref) / (1.0 + std::fabs(ref));
+        if (!(err <= tolerance(p_.dtype))) {
+          if (bad++ == 0) {
+            std::ostringstream os;
+            os << "y[" << i << ", " << j << "] = " << got << ", reference " << ref;
+            first_bad = os.str();
+          }
+        }
+        if (std::isnan(err) || err > max_err) max_err = std::isnan(err) ? INFINITY : err;
+      }
+    }
+    EXPECT_EQ(bad, 0) << where << ": " << bad << " wrong elements, max err " << max_err
+                      << ", first " << first_bad;
+    // Outside the rows: untouched (poison, or x's own bits in place).
+    int64_t touched = 0;
+    for (size_t k = 0; k < y.size(); ++k) {
+      if (in_row[k]) continue;
+      const uint32_t expect = p_.in_place ? x_->bits(k) : (es == 4 ? 0xFFFFFFFFu : 0xFFFFu);
+      if (y.bits(k) != expect) ++touched;
+    }
+    EXPECT_EQ(touched, 0) << where << ": " << touched << " elements outside the rows were written";
+
+    if (p_.fused) {
+      HostTensor r(p_.dtype, r_->size());
+      CUDA_OK(cudaMemcpy(r.bytes.data(), dr_->ptr, r.bytes.size(), cudaMemcpyDeviceToHost));
+      std::vector<bool> r_row(r.size(), false);
+      int64_t rbad = 0;
+      std::string rfirst;
+      for (int64_t i = 0; i < p_.rows; ++i) {
+        for (int64_t j = 0; j < p_.cols; ++j) {
+          const size_t ri = static_cast<size_t>(p_.r_offset + i * p_.r_stride + j);
+          r_row[ri] = true;
+          const uint32_t want = ref_r_bits_[static_cast<size_t>(i * p_.cols + j)];
+          if (r.bits(ri) != want && rbad++ == 0) {
+            std::ostringstream os;
+            os << "residual[" << i << ", " << j << "] bits " << std::hex << r.bits(ri) << ", want "
+               << want;
+            rfirst = os.str();
+          }
+        }
+      }
+      EXPECT_EQ(rbad, 0) << where << ": " << rbad << " wrong residual elements, first " << rfirst;
+      int64_t rtouched = 0;
+      for (size_t k = 0; k < r.size(); ++k)
+        if (!r_row[k] && r.bits(k) != r_->bits(k)) ++rtouched;
+      EXPECT_EQ(rtouched, 0) << where << ": residual written outside its rows";
+    }
+    // x is an input (unless y == x): unchanged.
+    if (!p_.in_place) {
+      HostTensor x(p_.dtype, x_->size());
+      CUDA_OK(cudaMemcpy(x.bytes.data(), dx_->ptr, x.bytes.size(), cudaMemcpyDeviceToHost));
+      EXPECT_TRUE(x.bytes == x_->bytes) << where << ": x was modified";
+    }
+  }
+
+ private:
+  RmsProblem p_;
+  std::unique_ptr<HostTensor> x_, w_, r_;
+  std::unique_ptr<DeviceBuffer> dx_, dw_, dr_, dy_;
+  size_t y_elems_ = 0;
+  std::vector<float> ref_y_;  // double-precision reference, stored as float
+  std::vector<uint32_t> ref_r_bits_;
+};
+
+void check_problem(const RmsProblem& p,
+                   const std::vector<std::optional<RmsNormConfig> >& configs = {std::nullopt}) {
+  RmsRunner runner(p);
+  ASSERT_NO_FATAL_FAILURE(runner.prepare()) << p.describe();
+  for (const auto& c : configs) ASSERT_NO_FATAL_FAILURE(runner.run_and_check(c)) << p.describe();
+}
+
+const std::vector<int64_t> kCols = {1,    7,    8,    31,   64,    100,   127,   128,
+                                    1000, 4096, 5120, 8192, 16384, 16385, 32768, 65536};
+const std::vector<int64_t> kRows = {1, 3, 64, 2048};
+const std::vector<DType> kDtypes = {DType::float32, DType::float16, DType::bfloat16};
+
+// Every (cols, rows) of the lists up to 4M elements a tensor, each dtype, plain and fused, default
+// configuration.
+TEST(RmsNormKernels, ShapesDefaultConfig) {
+  SKIP_WITHOUT_GPU();
+  uint64_t seed = 100;
+  for (const DType dtype : kDtypes)
+    for (const bool fused : {false, true})
+      for (const int64_t rows : kRows)
+        for (const int64_t cols : kCols) {
+          if (rows * cols > (int64_t{4} << 20)) continue;
+          RmsProblem p;
+          p.dtype = dtype;
+          p.rows = rows;
+          p.cols = cols;
+          p.fused = fused;
+          p.seed = ++seed;
+          ASSERT_NO_FATAL_FAILURE(check_problem(p));
+        }
+}
+
+// The benchmark shapes and the long rows (register-resident up to the limit, streaming past it).
+TEST(RmsNormKernels, LargeShapes) {
+  SKIP_WITHOUT_GPU();
+  struct Shape {
+    DType dtype;
+    int64_t rows, cols;
+  };
+  const Shape shapes[] = {{DType::bfloat16, 2048, 16384}, {DType::bfloat16, 2048, 4096},
+                          {DType::bfloat16, 1024, 32768}, {DType::float16, 4096, 8192},
+                          {DType::float32, 2048, 8192},   {DType::float32, 300, 65536},
+                          {DType::bfloat16, 300, 65536},  {DType::float16, 7, 131072 + 3}};
+  uint64_t seed = 500;
+  for (const Shape& s : shapes)
+    for (const bool fused : {false, true}) {
+      RmsProblem p;
+      p.dtype = s.dtype;
+      p.rows = s.rows;
+      p.cols = s.cols;
+      p.fused = fused;
+      p.seed = ++seed;
+      ASSERT_NO_FATAL_FAILURE(check_problem(p));
+    }
+}
+
+// Row strides larger than cols (vector path with a tail, or the scalar path when the stride is
+// not a multiple of 16 bytes), different for x, residual and y.
+TEST(RmsNormKernels, StridedRows) {
+  SKIP_WITHOUT_GPU();
+  struct Strided {
+    int64_t rows, cols, xs, rs, ys;
+  };
+  const Strided cases[] = {{64, 100, 104, 112, 128},         {64, 4096, 4104, 4096, 4352},
+                           {3, 4096, 4100, 4101, 4099},      {64, 1000, 1003, 1024, 1001},
+                           {33, 16384, 16392, 16384, 20000}, {5, 7, 9, 8, 16},
+                           {17, 65536, 65544, 65600, 65536}};
+  uint64_t seed = 700;
+  for (const DType dtype : kDtypes)
+    for (const bool fused : {false, true})
+      for (const Strided& c : cases) {
+        RmsProblem p;
+        p.dtype = dtype;
+        p.rows = c.rows;
+        p.cols = c.cols;
+        p.fused = fused;
+        p.x_stride = c.xs;
+        p.r_stride = c.rs;
+        p.y_stride = c.ys;
+        p.seed = ++seed;
+        ASSERT_NO_FATAL_FAILURE(check_problem(p));
+      }
+}
+
+// Base pointers offset by one element (each alone, then all): the scalar path.
+TEST(RmsNormKernels, UnalignedPointers) {
+  SKIP_WITHOUT_GPU();
+  uint64_t seed = 900;
+  for (const DType dtype : kDtypes)
+    for (const bool fused : {false, true})
+      for (const int64_t cols : {int64_t{64}, int64_t{1000}, int64_t{4096}, int64_t{16384}})
+        for (int which = 0; which < 5; ++which) {
+          RmsProblem p;
+          p.dtype = dtype;
+          p.rows = 19;
+          p.cols = cols;
+          p.fused = fused;
+          p.x_offset = which == 0 || which == 4 ? 1 : 0;
+          p.r_offset = which == 1 || which == 4 ? 1 : 0;
+          p.y_offset = which == 2 || which == 4 ? 1 : 0;
+          p.w_offset = which == 3 || which == 4 ? 1 : 0;
+          p.seed = ++seed;
+          ASSERT_NO_FATAL_FAILURE(check_problem(p));
+        }
+}
+
+// y == x: every element is read before it is written.
+TEST(RmsNormKernels, InPlace) {
+  SKIP_WITHOUT_GPU();
+  uint64_t seed = 1100;
+  for (const DType dtype : kDtypes)
+    for (const bool fused : {false, true})
+      for (const int64_t cols : {int64_t{7}, int64_t{128}, int64_t{4096}, int64_t{16385},
+                                 int64_t{32768}, int64_t{65536}})
+        for (const int64_t offset : {int64_t{0}, int64_t{1}}) {
+          RmsProblem p;
+          p.dtype = dtype;
+          p.rows = 37;
+          p.cols = cols;
+          p.fused = fused;
+          p.in_place = true;
+          p.x_offset = offset;
+          p.seed = ++seed;
+          ASSERT_NO_FATAL_FAILURE(check_problem(p));
+        }
+}
+
+// Every configuration of the tuning space, and each again with one block per multiprocessor (the
+// persistent loop then runs many rows per block) and with the scalar path.
+TEST(RmsNormKernels, EveryTuningConfig) {
+  SKIP_WITHOUT_GPU();
+  struct Shape {
+    int64_t rows, cols;
+  };
+  const Shape shapes[] = {{3, 100},   {2048, 64}, {300, 1000}, {1, 4096},  {256, 4096},
+                          {77, 5120}, {7, 16384}, {64, 16384}, {5, 32768}, {9, 65536}};
+  uint64_t seed = 1300;
+  for (const DType dtype : kDtypes)
+    for (const bool fused : {false, true})
+      for (const Shape& s : shapes) {
+        std::vector<std::optional<RmsNormConfig> > configs;
+        const auto space = rms_norm_tuning_space(s.rows, s.cols, dtype, 0);
+        ASSERT_FALSE(space.empty());
+        EXPECT_EQ(space.front(), rms_norm_default_config(s.rows, s.cols, dtype, 0));
+        for (RmsNormConfig c : space) {
+          configs.emplace_back(c);
+          c.blocks_per_sm = 1;
+          configs.emplace_back(c);
+        }
+        RmsNormConfig scalar;  // scalar accesses (vec_bytes = element size): streaming only
+        scalar.threads = 256;
+        scalar.rows_per_block =
+            space.front().threads_per_row() < 32 ? 256 / space.front().threads_per_row() : 1;
+        scalar.vec_bytes = static_cast<int>(tileops::element_size(dtype));
+        scalar.vecs_per_thread = 0;
+        configs.emplace_back(scalar);
+        RmsProblem p;
+        p.dtype = dtype;
+        p.rows = s.rows;
+        p.cols = s.cols;
+        p.fused = fused;
+        p.seed = ++seed;
+        ASSERT_NO_FATAL_FAILURE(check_problem(p, configs));
+      }
+}
+
+// An empty problem launches nothing; a bad configuration or dtype raises SignatureError.
+TEST(RmsNormKernels, EmptyAndInvalid) {
+  SKIP_WITHOUT_GPU();
+  DeviceBuffer buf(1 << 20);
+  ASSERT_NE(buf.ptr, nullptr);
+  CUDA_OK(cudaMemset(buf.ptr, 0xFF, buf.bytes));
+  RmsNormArgs a;
+  a.x = buf.at(0);
+  a.weight = buf.at(0);
+  a.y = buf.at(4096);
+  a.x_row_stride = a.y_row_stride = 64;
+  a.rows = 0;
+  a.cols = 64;
+  a.dtype = DType::bfloat16;
+  const RmsNormConfig def = rms_norm_default_config(16, 64, DType::bfloat16, 0);
+  EXPECT_NO_THROW(launch_rms_norm(a, def, nullptr));
+  a.rows = 16;
+  a.cols = 0;
+  EXPECT_NO_THROW(launch_rms_norm(a, def, nullptr));
+  CUDA_OK(cudaDeviceSynchronize());
+
+  a.cols = 64;
+  RmsNormConfig bad = def;
+  bad.threads = 48;
+  EXPECT_THROW(launch_rms_norm(a, bad, nullptr), tileops::SignatureError);
+  bad = def;
+  bad.rows_per_block = 3;
+  EXPECT_THROW(launch_rms_norm(a, bad, nullptr), tileops::SignatureError);
+  bad = def;
+  bad.vecs_per_thread = 3;
+  EXPECT_THROW(launch_rms_norm(a, bad, nullptr), tileops::SignatureError);
+  // A resident configuration too small for the row.
+  RmsNormConfig small;
+  small.threads = 32;
+  small.rows_per_block = 1;
+  small.vecs_per_thread = 1;
+  a.cols = 4096;
+  a.x_row_stride = a.y_row_stride = 4096;
+  EXPECT_THROW(launch_rms_norm(a, small, nullptr), tileops::SignatureError);
+  a.dtype = DType::int32;
+  EXPECT_THROW(launch_rms_norm(a, def, nullptr), tileops::SignatureError);
+  EXPECT_THROW(rms_norm_default_config(16, 64, DType::int8, 0), tileops::SignatureError);
+  // Nothing was written by the empty launches or the rejected ones.
+  std::vector<unsigned char> host(buf.bytes);
+  CUDA_OK(cudaMemcpy(host.data(), buf.ptr, buf.bytes, cudaMemcpyDeviceToHost));
+  EXPECT_TRUE(std::all_of(host.begin(), host.end(), [](unsigned char b) { return b == 0xFF; }));
+}
+
+// The defaults are members of their tuning spaces and every member is a valid configuration.
+TEST(RmsNormKernels, ConfigFunctions) {
+  SKIP_WITHOUT_GPU();
+  for (const DType dtype : kDtypes)
+    for (const int64_t rows : kRows)
+      for (const int64_t cols : kCols) {
+        const RmsNormConfig def = rms_norm_default_config(rows, cols, dtype, 0);
+        EXPECT_GT(def.threads, 0);
+        EXPECT_EQ(def.threads % def.rows_per_block, 0);
+        const auto space = rms_norm_tuning_space(rows, cols, dtype, 0);
+        ASSERT_FALSE(space.empty());
+        EXPECT_EQ(space.front(), def) << def.str();
+        for (const auto& c : space) EXPECT_FALSE(c.str().empty());
+      }
+}
+
+#endif  // TILEOPS_WITH_CUDA
+
+}  // namespace

@@ -1,0 +1,582 @@
+// GPU tests of the CUDA LongRoPE kernel (src/kernels/rope/long_rope_cuda.*) against a
+// double-precision CPU reference. Skipped without CUDA or without a device.
+//
+// Every launch writes into an output poisoned with NaN bit patterns (0xFF bytes) unless it runs in
+// place (y == x). Tolerance: max |y - ref| / (1 + |ref|) <= 1e-5 (fp32), 1e-3 (fp16),
+// 1.6e-2 (bf16). Both layouts ([B, S, H, D] and [S, D] as B = H = 1), positions absent / int32 /
+// int64, odd S and H, D in {64, 96, 128} (and odd half dims for the scalar path), large positions.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#if TILEOPS_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include "kernels/rope/long_rope_cuda.h"
+#include "tileops/core/dtype.h"
+#include "tileops/core/error.h"
+#endif
+
+namespace {
+
+#if !TILEOPS_WITH_CUDA
+
+TEST(LongRopeKernels, RequiresCuda) {
+  GTEST_SKIP() << "built without CUDA";
+}
+
+#else
+
+using tileops::DType;
+using tileops::cuda_kernels::launch_long_rope;
+using tileops::cuda_kernels::long_rope_default_config;
+using tileops::cuda_kernels::long_rope_tuning_space;
+using tileops::cuda_kernels::LongRopeArgs;
+using tileops::cuda_kernels::LongRopeConfig;
+
+bool have_gpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+#define SKIP_WITHOUT_GPU()                                   \
+  do {                                                       \
+    if (!have_gpu()) GTEST_SKIP() << "no CUDA device found"; \
+  } while (0)
+
+#define CUDA_OK(expr)                                                          \
+  do {                                                                         \
+    const cudaError_t err_ = (expr);                                           \
+    ASSERT_EQ(err_, cudaSuccess) << #expr << ": " << cudaGetErrorString(err_); \
+  } while (0)
+
+// ---- host-side element conversions (round to nearest even) ----
+
+uint32_t float_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+float bits_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+uint16_t f32_to_bf16(float f) {
+  const uint32_t u = float_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+float bf16_to_f32(uint16_t h) {
+  return bits_float(static_cast<uint32_t>(h) << 16);
+}
+
+uint16_t f32_to_f16(float f) {
+  const uint32_t x = float_bits(f);
+  const auto sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const uint32_t a = x & 0x7fffffffu;
+  if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
+  if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to inf
+  if (a < 0x38800000u) {                                               // subnormal or zero
+    const float scaled = bits_float(a) * 16777216.0f;                  // exact: units of 2^-24
+    return static_cast<uint16_t>(sign | static_cast<uint16_t>(std::nearbyint(scaled)));
+  }
+  const uint32_t r = a + 0xfffu + ((a >> 13) & 1u);
+  return static_cast<uint16_t>(sign | ((r - 0x38000000u) >> 13));
+}
+
+float f16_to_f32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t e = (h >> 10) & 0x1fu;
+  const uint32_t m = h & 0x3ffu;
+  if (e == 0) {
+    const float v = std::ldexp(static_cast<float>(m), -24);
+    return sign ? -v : v;
+  }
+  if (e == 31) return bits_float(sign | 0x7f800000u | (m << 13));
+  return bits_float(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+struct HostTensor {
+  DType dtype = DType::float32;
+  std::vector<unsigned char> bytes;
+
+  HostTensor(DType d, size_t n) : dtype(d), bytes(n * tileops::element_size(d)) {}
+  size_t size() const { return bytes.size() / tileops::element_size(dtype); }
+  uint32_t bits(size_t i) const {
+    if (dtype == DType::float32) {
+      uint32_t u;
+      std::memcpy(&u, &bytes[4 * i], 4);
+      return u;
+    }
+    uint16_t h;
+    std::memcpy(&h, &bytes[2 * i], 2);
+    return h;
+  }
+  float get(size_t i) const {
+    switch (dtype) {
+      case DType::float32:
+        return bits_float(bits(i));
+      case DType::float16:
+        return f16_to_f32(static_cast<uint16_t>(bits(i)));
+      default:
+        return bf16_to_f32(static_cast<uint16_t>(bits(i)));
+    }
+  }
+  void set(size_t i, float v) {
+    if (dtype == DType::float32) {
+      std::memcpy(&bytes[4 * i], &v, 4);
+      return;
+    }
+    const uint16_t h = dtype == DType::float16 ? f32_to_f16(v) : f32_to_bf16(v);
+    std::memcpy(&bytes[2 * i], &h, 2);
+  }
+};
+
+struct Rng {
+  uint64_t state;
+  explicit Rng(uint64_t seed) : state(seed * 0x9e3779b97f4a7c15ull + 7) {}
+  uint64_t next() {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  float uniform(float lo, float hi) {  // never within 1e-3 of zero
+    const float u = static_cast<float>(next() >> 40) * (1.0f / 16777216.0f);
+    float v = lo + (hi - lo) * u;
+    if (std::fabs(v) < 1e-3f) v = 0.37f;
+    return v;
+  }
+};
+
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  explicit DeviceBuffer(size_t n) : bytes(std::max<size_t>(n, 16)) {
+    if (cudaMalloc(&ptr, bytes) != cudaSuccess) ptr = nullptr;
+  }
+  ~DeviceBuffer() {
+    if (ptr != nullptr) cudaFree(ptr);
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* at(size_t byte_offset) const { return static_cast<unsigned char*>(ptr) + byte_offset; }
+};
+
+double tolerance(DType dtype) {
+  switch (dtype) {
+    case DType::float32:
+      return 1e-5;
+    case DType::float16:
+      return 1e-3;
+    default:
+      return 1.6e-2;
+  }
+}
+
+std::string dtype_str(DType d) {
+  return d == DType::float32 ? "float32" : d == DType::float16 ? "float16" : "bfloat16";
+}
+
+// ---- one LongRoPE problem ----
+
+struct RopeProblem {
+  DType dtype = DType::float16;
+  int64_t batch = 1, seq = 1, heads = 1, half = 64;
+  int pos_kind = 0;        // 0: none (position = s), 1: int32, 2: int64
+  int64_t max_pos = 4096;  // positions drawn from [0, max_pos]
+  bool in_place = false;   // y == x
+  int64_t x_offset = 0;    // elements added to the base pointers (unaligned when odd)
+  int64_t y_offset = 0;
+  float scale = 1.1892071f;  // attention_scaling
+  uint64_t seed = 1;
+
+  int64_t tokens() const { return batch * seq; }
+  int64_t elems() const { return tokens() * heads * 2 * half; }
+  std::string describe() const {
+    std::ostringstream os;
+    os << dtype_str(dtype) << " [" << batch << ", " << seq << ", " << heads << ", " << 2 * half
+       << "] positions "
+       << (pos_kind == 0   ? "none"
+           : pos_kind == 1 ? "int32"
+                           : "int64")
+       << " max " << max_pos << (in_place ? " in-place" : "") << " offsets x/y " << x_offset << "/"
+       << y_offset << " seed " << seed;
+    return os.str();
+  }
+};
+
+class RopeRunner {
+ public:
+  explicit RopeRunner(RopeProblem p) : p_(p) {
+    if (p_.in_place) p_.y_offset = p_.x_offset;
+  }
+
+  void prepare() {
+    Rng rng(p_.seed);
+    const size_t n = static_cast<size_t>(p_.elems());
+    x_ = std::make_unique<HostTensor>(p_.dtype, static_cast<size_t>(p_.x_offset) + n + 8);
+    for (size_t i = 0; i < x_->size(); ++i) x_->set(i, rng.uniform(-2.0f, 2.0f));
+    // inv_freq as the host computes it: 1 / (rescale_i * base^(2i / D)).
+    inv_freq_.resize(static_cast<size_t>(p_.half));
+    for (int64_t i = 0; i < p_.half; ++i) {
+      const double rescale = 1.0 + 3.0 * static_cast<double>(rng.next() >> 11) * 0x1.0p-53;
+      inv_freq_[static_cast<size_t>(i)] =
+          1.0 / (rescale * std::pow(10000.0, 2.0 * static_cast<double>(i) /
+                                                 static_cast<double>(2 * p_.half)));
+    }
+    positions_.resize(static_cast<size_t>(p_.tokens()));
+    for (int64_t t = 0; t < p_.tokens(); ++t)
+      positions_[static_cast<size_t>(t)] =
+          p_.pos_kind == 0
+              ? t % p_.seq
+              : static_cast<int64_t>(rng.next() % static_cast<uint64_t>(p_.max_pos + 1));
+    if (p_.pos_kind != 0 && p_.tokens() > 0) positions_.back() = p_.max_pos;  // the largest
+
+    dx_ = std::make_unique<DeviceBuffer>(x_->bytes.size());
+    ASSERT_NE(dx_->ptr, nullptr);
+    dfreq_ = std::make_unique<DeviceBuffer>(inv_freq_.size() * sizeof(double));
+    ASSERT_NE(dfreq_->ptr, nullptr);
+    CUDA_OK(cudaMemcpy(dfreq_->ptr, inv_freq_.data(), inv_freq_.size() * sizeof(double),
+                       cudaMemcpyHostToDevice));
+    if (p_.pos_kind != 0) {
+      const size_t es = p_.pos_kind == 1 ? 4 : 8;
+      dpos_ = std::make_unique<DeviceBuffer>(positions_.size() * es);
+      ASSERT_NE(dpos_->ptr, nullptr);
+      if (p_.pos_kind == 1) {
+        std::vector<int32_t> p32(positions_.begin(), positions_.end());
+        CUDA_OK(cudaMemcpy(dpos_->ptr, p32.data(), p32.size() * 4, cudaMemcpyHostToDevice));
+      } else {
+        CUDA_OK(cudaMemcpy(dpos_->ptr, positions_.data(), positions_.size() * 8,
+                           cudaMemcpyHostToDevice));
+      }
+    }
+    if (!p_.in_place) {
+      y_elems_ = static_cast<size_t>(p_.y_offset) + n + 8;
+      dy_ = std::make_unique<DeviceBuffer>(y_elems_ * tileops::element_size(p_.dtype));
+      ASSERT_NE(dy_->ptr, nullptr);
+    }
+    // Reference in double: exact angle, cos/sin in double.
+    ref_.resize(n);
+    const int64_t dim = 2 * p_.half;
+    for (int64_t t = 0; t < p_.tokens(); ++t) {
+      const double pos = static_cast<double>(positions_[static_cast<size_t>(t)]);
+      for (int64_t i = 0; i < p_.half; ++i) {
+        const double theta = pos * inv_freq_[static_cast<size_t>(i)];
+        const double c = std::cos(theta);
+        const double s = std::sin(theta);
+        for (int64_t h = 0; h < p_.heads; ++h) {
+          const size_t base = static_cast<size_t>((t * p_.heads + h) * dim);
+          const double x1 = x_->get(static_cast<size_t>(p_.x_offset) + base + i);
+          const double x2 = x_->get(static_cast<size_t>(p_.x_offset) + base + i + p_.half);
+          ref_[base + i] = static_cast<float>((x1 * c - x2 * s) * p_.scale);
+          ref_[base + i + p_.half] = static_cast<float>((x2 * c + x1 * s) * p_.scale);
+        }
+      }
+    }
+  }
+
+  void run_and_check(const std::optional<LongRopeConfig>& config) {
+    const size_t es = tileops::element_size(p_.dtype);
+    CUDA_OK(cudaMemcpy(dx_->ptr, x_->bytes.data(), x_->bytes.size(), cudaMemcpyHostToDevice));
+    if (!p_.in_place) CUDA_OK(cudaMemset(dy_->ptr, 0xFF, dy_->bytes));  // NaN poison
+    LongRopeArgs a;
+    a.x = dx_->at(static_cast<size_t>(p_.x_offset) * es);
+    a.y = p_.in_place ? dx_->at(static_cast<size_t>(p_.x_offset) * es)
+                      : dy_->at(static_cast<size_t>(p_.y_offset) * es);
+    a.positions = p_.pos_kind == 0 ? nullptr : dpos_->ptr;
+    a.positions_dtype = p_.pos_kind == 1 ? DType::int32 : DType::int64;
+    a.inv_freq = static_cast<const double*>(dfreq_->ptr);
+    a.batch = p_.batch;
+    a.seq = p_.seq;
+    a.heads = p_.heads;
+    a.half_dim = p_.half;
+    a.attention_scaling = p_.scale;
+    a.dtype = p_.dtype;
+    const LongRopeConfig cfg =
+        config ? *config
+               : long_rope_default_config(p_.batch, p_.seq, p_.heads, p_.half, p_.dtype, 0);
+    const std::string where = p_.describe() + " config {" + cfg.str() + "}";
+    try {
+      launch_long_rope(a, cfg, nullptr);
+    } catch (const std::exception& e) {
+      FAIL() << where << ": launch threw: " << e.what();
+    }
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaGetLastError());
+
+    HostTensor y(p_.dtype, p_.in_place ? x_->size() : y_elems_);
+    CUDA_OK(cudaMemcpy(y.bytes.data(), p_.in_place ? dx_->ptr : dy_->ptr, y.bytes.size(),
+                       cudaMemcpyDeviceToHost));
+    const size_t n = static_cast<size_t>(p_.elems());
+    const size_t yo = static_cast<size_t>(p_.y_offset);
+    int64_t bad = 0;
+    double max_err = 0.0;
+    std::string first_bad;
+    for (size_t k = 0; k < n; ++k) {
+      const double got = y.get(yo + k);
+      const double ref = ref_[k];
+      const double err = std::fabs(got - ref) / (1.0 + std::fabs(ref));
+      if (!(err <= tolerance(p_.dtype)) && bad++ == 0) {
+        std::ostringstream os;
+        os << "y[" << k << "] = " << got << ", reference " << ref;
+        first_bad = os.str();
+      }
+      if (std::isnan(err) || err > max_err) max_err = std::isnan(err) ? INFINITY : err;
+    }
+    EXPECT_EQ(bad, 0) << where << ": " << bad << " wrong elements, max err " << max_err
+                      << ", first " << first_bad;
+    int64_t touched = 0;
+    for (size_t k = 0; k < y.size(); ++k) {
+      if (k >= yo && k < yo + n) continue;
+      const uint32_t expect = p_.in_place ? x_->bits(k) : (es == 4 ? 0xFFFFFFFFu : 0xFFFFu);
+      if (y.bits(k) != expect) ++touched;
+    }
+    EXPECT_EQ(touched, 0) << where << ": " << touched << " elements outside the tensor written";
+    if (!p_.in_place) {
+      HostTensor x(p_.dtype, x_->size());
+      CUDA_OK(cudaMemcpy(x.bytes.data(), dx_->ptr, x.bytes.size(), cudaMemcpyDeviceToHost));
+      EXPECT_TRUE(x.bytes == x_->bytes) << where << ": x was modified";
+    }
+  }
+
+ private:
+  RopeProblem p_;
+  std::unique_ptr<HostTensor> x_;
+  std::vector<double> inv_freq_;
+  std::vector<int64_t> positions_;
+  std::unique_ptr<DeviceBuffer> dx_, dy_, dfreq_, dpos_;
+  size_t y_elems_ = 0;
+  std::vector<float> ref_;  // double-precision reference, stored as float
+};
+
+void check_problem(const RopeProblem& p,
+                   const std::vector<std::optional<LongRopeConfig> >& configs = {std::nullopt}) {
+  RopeRunner runner(p);
+  ASSERT_NO_FATAL_FAILURE(runner.prepare()) << p.describe();
+  for (const auto& c : configs) ASSERT_NO_FATAL_FAILURE(runner.run_and_check(c)) << p.describe();
+}
+
+const std::vector<DType> kDtypes = {DType::float32, DType::float16, DType::bfloat16};
+
+struct Bsh {
+  int64_t batch, seq, heads;
+};
+
+// Both layouts ([S, D] is B = H = 1), odd S and H, D in {64, 96, 128}, every kind of positions,
+// out of place and in place, default configuration.
+TEST(LongRopeKernels, ShapesDefaultConfig) {
+  SKIP_WITHOUT_GPU();
+  const Bsh shapes[] = {{1, 1, 1}, {1, 7, 1}, {1, 129, 1}, {2, 5, 3}, {1, 33, 8}, {3, 17, 32}};
+  uint64_t seed = 10;
+  for (const DType dtype : kDtypes)
+    for (const int64_t dim : {int64_t{64}, int64_t{96}, int64_t{128}})
+      for (const Bsh& s : shapes)
+        for (const int pos_kind : {0, 1, 2})
+          for (const bool in_place : {false, true}) {
+            RopeProblem p;
+            p.dtype = dtype;
+            p.batch = s.batch;
+            p.seq = s.seq;
+            p.heads = s.heads;
+            p.half = dim / 2;
+            p.pos_kind = pos_kind;
+            p.in_place = in_place;
+            p.seed = ++seed;
+            ASSERT_NO_FATAL_FAILURE(check_problem(p));
+          }
+}
+
+// Positions up to 131072 (angles of ~1e5 radians: the double-precision range reduction).
+TEST(LongRopeKernels, LargePositions) {
+  SKIP_WITHOUT_GPU();
+  uint64_t seed = 300;
+  for (const DType dtype : kDtypes)
+    for (const int pos_kind : {1, 2})
+      for (const int64_t max_pos : {int64_t{65535}, int64_t{131072}}) {
+        RopeProblem p;
+        p.dtype = dtype;
+        p.batch = 4;
+        p.seq = 65;
+        p.heads = 5;
+        p.half = 64;
+        p.pos_kind = pos_kind;
+        p.max_pos = max_pos;
+        p.seed = ++seed;
+        ASSERT_NO_FATAL_FAILURE(check_problem(p));
+      }
+  // Without positions, s itself up to 131071.
+  RopeProblem p;
+  p.dtype = DType::float32;
+  p.batch = 1;
+  p.seq = 131072;
+  p.heads = 1;
+  p.half = 32;
+  p.seed = ++seed;
+  ASSERT_NO_FATAL_FAILURE(check_problem(p));
+}
+
+// The scalar path: pointers offset by one element, and half dims that are not a multiple of the
+// vector width.
+TEST(LongRopeKernels, ScalarPath) {
+  SKIP_WITHOUT_GPU();
+  uint64_t seed = 400;
+  for (const DType dtype : kDtypes) {
+    for (const int which : {0, 1, 2}) {
+      for (const bool in_place : {false, true}) {
+        if (in_place && which == 1) continue;
+        RopeProblem p;
+        p.dtype = dtype;
+        p.batch = 2;
+        p.seq = 9;
+        p.heads = 3;
+        p.half = 64;
+        p.pos_kind = 2;
+        p.in_place = in_place;
+        p.x_offset = which == 0 || which == 2 ? 1 : 0;
+        p.y_offset = which == 1 || which == 2 ? 1 : 0;
+        p.seed = ++seed;
+        ASSERT_NO_FATAL_FAILURE(check_problem(p));
+      }
+    }
+    for (const int64_t half : {int64_t{1}, int64_t{3}, int64_t{10}, int64_t{36}, int64_t{60}}) {
+      RopeProblem p;
+      p.dtype = dtype;
+      p.batch = 1;
+      p.seq = 11;
+      p.heads = 7;
+      p.half = half;
+      p.pos_kind = 1;
+      p.seed = ++seed;
+      ASSERT_NO_FATAL_FAILURE(check_problem(p));
+    }
+  }
+}
+
+// The benchmark shapes: prefill fp16 [1, 8192, 32, 128] and decode bf16 [32, 1, 32, 128].
+TEST(LongRopeKernels, BenchmarkShapes) {
+  SKIP_WITHOUT_GPU();
+  RopeProblem prefill;
+  prefill.dtype = DType::float16;
+  prefill.batch = 1;
+  prefill.seq = 8192;
+  prefill.heads = 32;
+  prefill.half = 64;
+  prefill.seed = 501;
+  ASSERT_NO_FATAL_FAILURE(check_problem(prefill));
+  prefill.pos_kind = 2;
+  prefill.max_pos = 131072;
+  prefill.in_place = true;
+  ASSERT_NO_FATAL_FAILURE(check_problem(prefill));
+  RopeProblem decode;
+  decode.dtype = DType::bfloat16;
+  decode.batch = 32;
+  decode.seq = 1;
+  decode.heads = 32;
+  decode.half = 64;
+  decode.pos_kind = 2;
+  decode.max_pos = 100000;
+  decode.seed = 502;
+  ASSERT_NO_FATAL_FAILURE(check_problem(decode));
+}
+
+// Every configuration of the tuning space, each again with one block per multiprocessor (many
+// groups per block), plus the scalar path.
+TEST(LongRopeKernels, EveryTuningConfig) {
+  SKIP_WITHOUT_GPU();
+  struct Shape {
+    int64_t batch, seq, heads, half;
+  };
+  const Shape shapes[] = {
+      {1, 300, 8, 64}, {2, 33, 3, 48}, {32, 1, 32, 64}, {1, 1000, 1, 32}, {3, 7, 5, 10}};
+  uint64_t seed = 600;
+  for (const DType dtype : kDtypes)
+    for (const Shape& s : shapes) {
+      const auto space = long_rope_tuning_space(s.batch, s.seq, s.heads, s.half, dtype, 0);
+      ASSERT_FALSE(space.empty());
+      EXPECT_EQ(space.front(), long_rope_default_config(s.batch, s.seq, s.heads, s.half, dtype, 0));
+      std::vector<std::optional<LongRopeConfig> > configs;
+      for (LongRopeConfig c : space) {
+        configs.emplace_back(c);
+        c.blocks_per_sm = 1;
+        configs.emplace_back(c);
+      }
+      LongRopeConfig scalar = space.front();
+      scalar.vec_bytes = static_cast<int>(tileops::element_size(dtype));
+      configs.emplace_back(scalar);
+      RopeProblem p;
+      p.dtype = dtype;
+      p.batch = s.batch;
+      p.seq = s.seq;
+      p.heads = s.heads;
+      p.half = s.half;
+      p.pos_kind = 1;
+      p.in_place = (seed & 1) != 0;
+      p.seed = ++seed;
+      ASSERT_NO_FATAL_FAILURE(check_problem(p, configs));
+    }
+}
+
+// Empty tensors launch nothing; bad configurations and positions dtypes raise SignatureError.
+TEST(LongRopeKernels, EmptyAndInvalid) {
+  SKIP_WITHOUT_GPU();
+  DeviceBuffer buf(1 << 20);
+  ASSERT_NE(buf.ptr, nullptr);
+  CUDA_OK(cudaMemset(buf.ptr, 0xFF, buf.bytes));
+  LongRopeArgs a;
+  a.x = buf.at(0);
+  a.y = buf.at(0);
+  a.inv_freq = static_cast<const double*>(buf.at(1 << 19));
+  a.batch = 0;
+  a.seq = 16;
+  a.heads = 2;
+  a.half_dim = 32;
+  a.dtype = DType::bfloat16;
+  const LongRopeConfig def = long_rope_default_config(1, 16, 2, 32, DType::bfloat16, 0);
+  EXPECT_NO_THROW(launch_long_rope(a, def, nullptr));
+  a.batch = 1;
+  a.heads = 0;
+  EXPECT_NO_THROW(launch_long_rope(a, def, nullptr));
+  CUDA_OK(cudaDeviceSynchronize());
+  a.heads = 2;
+  LongRopeConfig bad = def;
+  bad.threads = 100;
+  EXPECT_THROW(launch_long_rope(a, bad, nullptr), tileops::SignatureError);
+  bad = def;
+  bad.items_per_thread = 3;
+  EXPECT_THROW(launch_long_rope(a, bad, nullptr), tileops::SignatureError);
+  bad = def;
+  bad.tokens_per_block = 0;
+  EXPECT_THROW(launch_long_rope(a, bad, nullptr), tileops::SignatureError);
+  bad = def;
+  bad.tokens_per_block = 64;  // 2 x 64 x 4096 x 8 bytes of table: too much shared memory
+  a.half_dim = 4096;
+  EXPECT_THROW(launch_long_rope(a, bad, nullptr), tileops::SignatureError);
+  a.half_dim = 32;
+  a.positions = buf.at(1 << 18);
+  a.positions_dtype = DType::float32;
+  EXPECT_THROW(launch_long_rope(a, def, nullptr), tileops::SignatureError);
+  a.positions = nullptr;
+  a.dtype = DType::int8;
+  EXPECT_THROW(launch_long_rope(a, def, nullptr), tileops::SignatureError);
+  std::vector<unsigned char> host(buf.bytes);
+  CUDA_OK(cudaMemcpy(host.data(), buf.ptr, buf.bytes, cudaMemcpyDeviceToHost));
+  EXPECT_TRUE(std::all_of(host.begin(), host.end(), [](unsigned char b) { return b == 0xFF; }));
+}
+
+#endif  // TILEOPS_WITH_CUDA
+
+}  // namespace
