@@ -1,0 +1,361 @@
+// Google Benchmark program for the CUDA kernels of RMSNorm, fused add+RMSNorm and LongRoPE.
+//
+// Each repetition times one launch with CUDA events (manual time); before it, outside the timed
+// region, the L2 is flushed by writing a 256 MB buffer with cudaMemsetAsync. The aggregates over
+// the repetitions (median, mean, min, max, stddev) are reported; bytes_per_second counts the
+// fewest bytes each kernel must move:
+//   RMSNorm:            read x + read weight + write y
+//   fused add+RMSNorm:  read x + read and write residual + read weight + write y
+//   LongRoPE:           read x + write y
+// Environment:
+//   TILEOPS_BENCH_REPS=N    repetitions (default 51)
+//   TILEOPS_BENCH_TUNE=1    also time every configuration of each shape's tuning space
+//   TILEOPS_BENCH_FLUSH=... "memset" (default), "memset+read" (then also read 128 MB of the
+//                           flush buffer back to the host, so that no dirty flush lines are left in
+//                           L2 to be written back during the timed kernel), or "none"
+// Without CUDA or without a device it prints a message and exits 0.
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#if TILEOPS_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels/norm/rms_norm_cuda.h"
+#include "kernels/rope/long_rope_cuda.h"
+#include "tileops/core/dtype.h"
+#endif
+
+namespace {
+
+#if TILEOPS_WITH_CUDA
+
+using tileops::DType;
+namespace ck = tileops::cuda_kernels;
+
+constexpr size_t kFlushBytes = size_t{256} << 20;
+constexpr size_t kFlushReadBytes = size_t{128} << 20;
+
+enum class Flush { none, memset, memset_read };
+
+Flush flush_mode() {
+  const char* v = std::getenv("TILEOPS_BENCH_FLUSH");
+  if (v == nullptr || std::strcmp(v, "memset") == 0) return Flush::memset;
+  if (std::strcmp(v, "memset+read") == 0) return Flush::memset_read;
+  return Flush::none;
+}
+
+int repetitions() {
+  const char* v = std::getenv("TILEOPS_BENCH_REPS");
+  const int n = v != nullptr ? std::atoi(v) : 0;
+  return n > 0 ? n : 51;
+}
+
+std::string cuda_error(cudaError_t err, const char* what) {
+  return std::string(what) + ": " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err);
+}
+
+// Stream, events and the flush buffers, made once.
+struct Gpu {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t start = nullptr;
+  cudaEvent_t stop = nullptr;
+  void* flush = nullptr;
+  void* host_sink = nullptr;
+  std::string error;
+
+  Gpu() {
+    cudaError_t err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    if (err == cudaSuccess) err = cudaEventCreate(&start);
+    if (err == cudaSuccess) err = cudaEventCreate(&stop);
+    if (err == cudaSuccess) err = cudaMalloc(&flush, kFlushBytes);
+    if (err == cudaSuccess) err = cudaMallocHost(&host_sink, kFlushReadBytes);
+    if (err != cudaSuccess) error = cuda_error(err, "setting up the stream, events and buffers");
+  }
+};
+
+Gpu& gpu() {
+  static Gpu g;
+  return g;
+}
+
+// splitmix64
+uint64_t mix(uint64_t& s) {
+  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint16_t to_bits16(float f, DType dtype) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if (dtype == DType::bfloat16)
+    return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  // float16, for |f| in [2^-14, 65504] (the values drawn here): round to nearest even.
+  const auto sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t a = u & 0x7fffffffu;
+  const uint32_t r = a + 0xfffu + ((a >> 13) & 1u);
+  return static_cast<uint16_t>(sign | ((r - 0x38000000u) >> 13));
+}
+
+// Device buffers filled with random values in +-[lo, hi] (never zero), cached by name across
+// repetitions and benchmarks.
+void* random_buffer(const std::string& name, size_t elems, DType dtype, float lo, float hi) {
+  static std::map<std::string, void*> cache;
+  const size_t es = tileops::element_size(dtype);
+  const std::string key = name + "/" + std::to_string(elems) + "/" + std::to_string(es);
+  const auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  void* ptr = nullptr;
+  if (cudaMalloc(&ptr, std::max<size_t>(elems * es, 16)) != cudaSuccess) return nullptr;
+  // A random chunk of up to 4M elements, copied over the buffer.
+  const size_t chunk = std::min<size_t>(elems, size_t{1} << 22);
+  std::vector<unsigned char> host(chunk * es);
+  uint64_t s = std::hash<std::string>{}(key);
+  for (size_t i = 0; i < chunk; ++i) {
+    const float u = static_cast<float>(mix(s) >> 40) * (1.0f / 16777216.0f);
+    const float mag = lo + (hi - lo) * u;
+    const float v = (mix(s) & 1) ? mag : -mag;
+    if (es == 4) {
+      std::memcpy(&host[4 * i], &v, 4);
+    } else {
+      const uint16_t b = to_bits16(v, dtype);
+      std::memcpy(&host[2 * i], &b, 2);
+    }
+  }
+  for (size_t off = 0; off < elems; off += chunk) {
+    const size_t n = std::min(chunk, elems - off);
+    if (cudaMemcpy(static_cast<unsigned char*>(ptr) + off * es, host.data(), n * es,
+                   cudaMemcpyHostToDevice) != cudaSuccess)
+      return nullptr;
+  }
+  cache[key] = ptr;
+  return ptr;
+}
+
+void* device_copy(const std::string& name, const void* data, size_t bytes) {
+  static std::map<std::string, void*> cache;
+  const auto it = cache.find(name);
+  if (it != cache.end()) return it->second;
+  void* ptr = nullptr;
+  if (cudaMalloc(&ptr, bytes) != cudaSuccess) return nullptr;
+  if (cudaMemcpy(ptr, data, bytes, cudaMemcpyHostToDevice) != cudaSuccess) return nullptr;
+  cache[name] = ptr;
+  return ptr;
+}
+
+// Times `launch` (which enqueues one kernel on the stream and may throw): one warm-up, then each
+// iteration flushes L2 (untimed) and times one launch with events.
+void time_launches(benchmark::State& state, int64_t bytes, const std::function<void()>& launch) {
+  Gpu& g = gpu();
+  if (!g.error.empty()) {
+    state.SkipWithError(g.error.c_str());
+    return;
+  }
+  const Flush flush = flush_mode();
+  try {
+    launch();
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  if (const cudaError_t err = cudaStreamSynchronize(g.stream); err != cudaSuccess) {
+    state.SkipWithError(cuda_error(err, "warm-up").c_str());
+    return;
+  }
+  int flip = 0;
+  for (auto _ : state) {
+    if (flush != Flush::none) {
+      cudaMemsetAsync(g.flush, flip ^= 1, kFlushBytes, g.stream);
+      if (flush == Flush::memset_read)
+        cudaMemcpyAsync(g.host_sink, g.flush, kFlushReadBytes, cudaMemcpyDeviceToHost, g.stream);
+    }
+    cudaEventRecord(g.start, g.stream);
+    launch();
+    cudaEventRecord(g.stop, g.stream);
+    if (const cudaError_t err = cudaEventSynchronize(g.stop); err != cudaSuccess) {
+      state.SkipWithError(cuda_error(err, "timed launch").c_str());
+      return;
+    }
+    float ms = 0.f;
+    cudaEventElapsedTime(&ms, g.start, g.stop);
+    state.SetIterationTime(static_cast<double>(ms) * 1e-3);
+  }
+  state.SetBytesProcessed(state.iterations() * bytes);
+  state.counters["GB"] = static_cast<double>(bytes) * 1e-9;
+}
+
+const char* dtype_tag(DType d) {
+  return d == DType::float32 ? "fp32" : d == DType::float16 ? "fp16" : "bf16";
+}
+
+struct RmsCase {
+  DType dtype;
+  int64_t rows, cols;
+  bool fused;
+};
+
+std::string rms_name(const RmsCase& c) {
+  return std::string(c.fused ? "fused_add_rms_norm/" : "rms_norm/") + dtype_tag(c.dtype) + "/" +
+         std::to_string(c.rows) + "x" + std::to_string(c.cols);
+}
+
+void bench_rms(benchmark::State& state, RmsCase c, std::optional<ck::RmsNormConfig> config) {
+  const size_t n = static_cast<size_t>(c.rows * c.cols);
+  const int64_t es = static_cast<int64_t>(tileops::element_size(c.dtype));
+  const std::string tag = rms_name(c);
+  ck::RmsNormArgs a;
+  a.x = random_buffer(tag + "/x", n, c.dtype, 0.05f, 2.0f);
+  a.weight = random_buffer(tag + "/w", static_cast<size_t>(c.cols), c.dtype, 0.5f, 1.5f);
+  a.y = random_buffer(tag + "/y", n, c.dtype, 0.05f, 2.0f);
+  a.residual = c.fused ? random_buffer(tag + "/r", n, c.dtype, 0.05f, 2.0f) : nullptr;
+  if (a.x == nullptr || a.weight == nullptr || a.y == nullptr || (c.fused && !a.residual)) {
+    state.SkipWithError("device allocation failed");
+    return;
+  }
+  a.x_row_stride = a.y_row_stride = a.residual_row_stride = c.cols;
+  a.rows = c.rows;
+  a.cols = c.cols;
+  a.eps = 1e-6f;
+  a.dtype = c.dtype;
+  int device = 0;
+  cudaGetDevice(&device);
+  const ck::RmsNormConfig cfg =
+      config ? *config : ck::rms_norm_default_config(c.rows, c.cols, c.dtype, device);
+  state.SetLabel(cfg.str());
+  const int64_t bytes = static_cast<int64_t>(n) * es * (c.fused ? 4 : 2) + c.cols * es;
+  time_launches(state, bytes, [&] { ck::launch_rms_norm(a, cfg, gpu().stream); });
+}
+
+struct RopeCase {
+  DType dtype;
+  int64_t batch, seq, heads, dim;
+};
+
+std::string rope_name(const RopeCase& c) {
+  return std::string("long_rope/") + dtype_tag(c.dtype) + "/" + std::to_string(c.batch) + "x" +
+         std::to_string(c.seq) + "x" + std::to_string(c.heads) + "x" + std::to_string(c.dim);
+}
+
+void bench_rope(benchmark::State& state, RopeCase c, std::optional<ck::LongRopeConfig> config) {
+  const size_t n = static_cast<size_t>(c.batch * c.seq * c.heads * c.dim);
+  const int64_t half = c.dim / 2;
+  const int64_t es = static_cast<int64_t>(tileops::element_size(c.dtype));
+  const std::string tag = rope_name(c);
+  std::vector<double> inv_freq(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i)  // Phi-3 style: base 10000, rescale factors in [1, 2)
+    inv_freq[static_cast<size_t>(i)] =
+        1.0 / ((1.0 + static_cast<double>(i) / static_cast<double>(half)) *
+               std::pow(10000.0, 2.0 * static_cast<double>(i) / static_cast<double>(c.dim)));
+  std::vector<int64_t> positions(static_cast<size_t>(c.batch * c.seq));
+  for (int64_t b = 0; b < c.batch; ++b)
+    for (int64_t s = 0; s < c.seq; ++s)
+      positions[static_cast<size_t>(b * c.seq + s)] = c.seq == 1 ? 4000 + 37 * b : s;
+  ck::LongRopeArgs a;
+  a.x = random_buffer(tag + "/x", n, c.dtype, 0.05f, 2.0f);
+  a.y = random_buffer(tag + "/y", n, c.dtype, 0.05f, 2.0f);
+  a.inv_freq = static_cast<const double*>(
+      device_copy(tag + "/inv_freq", inv_freq.data(), inv_freq.size() * sizeof(double)));
+  a.positions = device_copy(tag + "/positions", positions.data(), positions.size() * 8);
+  a.positions_dtype = DType::int64;
+  if (a.x == nullptr || a.y == nullptr || a.inv_freq == nullptr || a.positions == nullptr) {
+    state.SkipWithError("device allocation failed");
+    return;
+  }
+  a.batch = c.batch;
+  a.seq = c.seq;
+  a.heads = c.heads;
+  a.half_dim = half;
+  a.attention_scaling = 1.1902380714238083f;
+  a.dtype = c.dtype;
+  int device = 0;
+  cudaGetDevice(&device);
+  const ck::LongRopeConfig cfg =
+      config ? *config
+             : ck::long_rope_default_config(c.batch, c.seq, c.heads, half, c.dtype, device);
+  state.SetLabel(cfg.str());
+  const int64_t bytes = static_cast<int64_t>(n) * es * 2;
+  time_launches(state, bytes, [&] { ck::launch_long_rope(a, cfg, gpu().stream); });
+}
+
+void finish(benchmark::internal::Benchmark* b) {
+  b->UseManualTime()
+      ->Unit(benchmark::kMicrosecond)
+      ->Iterations(1)
+      ->Repetitions(repetitions())
+      ->ReportAggregatesOnly(true)
+      ->ComputeStatistics(
+          "min", [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); })
+      ->ComputeStatistics("max", [](const std::vector<double>& v) {
+        return *std::max_element(v.begin(), v.end());
+      });
+}
+
+void register_all(bool tune) {
+  int device = 0;
+  cudaGetDevice(&device);
+  const RmsCase rms_cases[] = {
+      {DType::bfloat16, 2048, 16384, false}, {DType::bfloat16, 2048, 4096, false},
+      {DType::bfloat16, 1, 4096, false},     {DType::bfloat16, 16384, 8192, false},
+      {DType::float16, 16384, 8192, false},  {DType::float32, 16384, 8192, false},
+      {DType::bfloat16, 2048, 16384, true},
+  };
+  for (const RmsCase& c : rms_cases) {
+    finish(benchmark::RegisterBenchmark(rms_name(c).c_str(), bench_rms, c,
+                                        std::optional<ck::RmsNormConfig>{}));
+    if (!tune) continue;
+    for (const auto& cfg : ck::rms_norm_tuning_space(c.rows, c.cols, c.dtype, device))
+      finish(benchmark::RegisterBenchmark((rms_name(c) + "/" + cfg.str()).c_str(), bench_rms, c,
+                                          std::optional<ck::RmsNormConfig>{cfg}));
+  }
+  const RopeCase rope_cases[] = {{DType::float16, 1, 8192, 32, 128},
+                                 {DType::bfloat16, 32, 1, 32, 128}};
+  for (const RopeCase& c : rope_cases) {
+    finish(benchmark::RegisterBenchmark(rope_name(c).c_str(), bench_rope, c,
+                                        std::optional<ck::LongRopeConfig>{}));
+    if (!tune) continue;
+    for (const auto& cfg :
+         ck::long_rope_tuning_space(c.batch, c.seq, c.heads, c.dim / 2, c.dtype, device))
+      finish(benchmark::RegisterBenchmark((rope_name(c) + "/" + cfg.str()).c_str(), bench_rope, c,
+                                          std::optional<ck::LongRopeConfig>{cfg}));
+  }
+}
+
+#endif  // TILEOPS_WITH_CUDA
+
+}  // namespace
+
+int main(int argc, char** argv) {
+#if !TILEOPS_WITH_CUDA
+  (void)argc;
+  (void)argv;
+  std::printf("bench_cuda_kernels: built without CUDA, nothing to measure\n");
+  return 0;
+#else
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::printf("bench_cuda_kernels: no CUDA device, nothing to measure\n");
+    return 0;
+  }
+  const char* tune = std::getenv("TILEOPS_BENCH_TUNE");
+  register_all(tune != nullptr && tune[0] != '\0' && tune[0] != '0');
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+#endif
+}
