@@ -185,8 +185,8 @@ std::string render_json_rows(const Table& table, int indent) {
     out += pad + "  {";
     const auto& row = table.rows[r];
     for (std::size_t c = 0; c < table.columns.size(); ++c) {
-      out += (c ? ", " : "") + json_string(table.columns[c]) + ": " +
-             (c < row.size() ? row[c].json() : "null");
+      if (c) out += ", ";
+      out += json_string(table.columns[c]) + ": " + (c < row.size() ? row[c].json() : "null");
     }
     out += r + 1 < table.rows.size() ? "},\n" : "}\n";
   }
@@ -196,12 +196,14 @@ std::string render_json_rows(const Table& table, int indent) {
 std::string render_csv(const Table& table) {
   std::string out;
   for (std::size_t c = 0; c < table.columns.size(); ++c) {
-    out += (c ? "," : "") + csv_field(table.columns[c]);
+    if (c) out += ',';
+    out += csv_field(table.columns[c]);
   }
   out += "\n";
   for (const auto& row : table.rows) {
     for (std::size_t c = 0; c < table.columns.size(); ++c) {
-      out += (c ? "," : "") + (c < row.size() ? row[c].csv() : std::string());
+      if (c) out += ',';
+      if (c < row.size()) out += row[c].csv();
     }
     out += "\n";
   }
