@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The one command for an H200 (or any sm_90a GPU) machine with the dependencies installed:
+# configure with CUDA for sm_90a, build, run the GPU tests, calibrate the GPU profile, run
+# `tileops bench --all --device cuda`, run the peers script (bench/peers.py) when it exists, and
+# print a summary table last. Fits in 10 minutes on a 16-core H200 host.
+#
+# Environment: TILEOPS_BUILD_DIR (default build-gpu), JOBS (default: cores), OUT (logs are written
+# there when set, else to $BUILD/gpu-check).
+set -uo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+build="${TILEOPS_BUILD_DIR:-build-gpu}"
+jobs="${JOBS:-$(nproc)}"
+logs="${OUT:-$build/gpu-check}"
+mkdir -p "$logs"
+if [[ -d /usr/local/cuda/bin && ":$PATH:" != *":/usr/local/cuda/bin:"* ]]; then
+  export PATH="$PATH:/usr/local/cuda/bin"
+fi
+
+names=()
+results=()
+times=()
+notes=()
+# run NAME TIMEOUT_S LOG -- command...: runs a step with a time limit, logs it, records the result.
+run() {
+  local name=$1 limit=$2 log=$3
+  shift 4
+  local t0=$SECONDS rc
+  echo "== $name"
+  timeout --kill-after=10 "$limit" "$@" 2>&1 | tee "$logs/$log"
+  rc=${PIPESTATUS[0]}
+  names+=("$name")
+  times+=("$((SECONDS - t0))s")
+  if ((rc == 0)); then
+    results+=("ok")
+  elif ((rc == 124 || rc == 137)); then
+    results+=("TIMEOUT")
+  else
+    results+=("FAIL($rc)")
+  fi
+  notes+=("$log")
+  return $rc
+}
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$logs/gpu.txt" 2>&1 ||
+  echo "nvidia-smi failed" > "$logs/gpu.txt"
+git rev-parse --short HEAD > "$logs/commit.txt" 2>/dev/null || echo unknown > "$logs/commit.txt"
+
+ok=1
+run "configure (sm_90a)" 120 configure.log -- \
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTILEOPS_CUDA=ON \
+  -DCMAKE_CUDA_ARCHITECTURES=90a -DTILEOPS_BUILD_TESTS=ON -DTILEOPS_BUILD_BENCH=ON || ok=0
+if ((ok)); then
+  run "build (-j$jobs)" 300 build.log -- cmake --build "$build" -j "$jobs" || ok=0
+fi
+tileops="$build/tools/cli/tileops"
+if ((ok)); then
+  run "ctest -L gpu" 120 ctest-gpu.log -- \
+    ctest --test-dir "$build" --output-on-failure -j 4 -L gpu
+  run "calibrate cuda" 60 calibrate.log -- "$tileops" calibrate --device cuda
+  run "bench --all --device cuda" 150 bench.log -- \
+    "$tileops" bench --all --device cuda --format table
+  "$tileops" bench --all --device cuda --format json --quiet --budget-ms 50 \
+    > "$logs/bench.json" 2> /dev/null || true
+  if [[ -f bench/peers.py ]]; then
+    run "peers (bench/peers.py)" 150 peers.log -- python3 bench/peers.py
+  fi
+fi
+
+echo
+echo "== summary: $(cat "$logs/gpu.txt"), commit $(cat "$logs/commit.txt"), logs in $logs"
+if [[ -f "$logs/ctest-gpu.log" ]]; then
+  echo "gpu tests: $(grep -E 'tests passed|tests failed' "$logs/ctest-gpu.log" | tail -1)"
+fi
+if [[ -f "$logs/bench.log" ]]; then
+  echo "bench: $(grep -E '^[0-9]+ cases:' "$logs/bench.log" | tail -1)"
+fi
+printf '%-28s %-10s %-7s %s\n' step result time log
+for i in "${!names[@]}"; do
+  printf '%-28s %-10s %-7s %s\n' "${names[$i]}" "${results[$i]}" "${times[$i]}" "${notes[$i]}"
+done
+for r in "${results[@]}"; do
+  [[ "$r" == ok ]] || exit 1
+done
+((ok)) || exit 1
