@@ -5,7 +5,8 @@
 # print a summary table last. Fits in 10 minutes on a 16-core H200 host.
 #
 # Environment: TILEOPS_BUILD_DIR (default build-gpu), JOBS (default: cores), OUT (logs are written
-# there when set, else to $BUILD/gpu-check).
+# there when set, else to $BUILD/gpu-check), TILEOPS_WERROR (default OFF here: another compiler's
+# new warnings must not stop a GPU check; CI builds with -Werror).
 set -uo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -16,6 +17,21 @@ logs="${OUT:-$build/gpu-check}"
 mkdir -p "$logs"
 if [[ -d /usr/local/cuda/bin && ":$PATH:" != *":/usr/local/cuda/bin:"* ]]; then
   export PATH="$PATH:/usr/local/cuda/bin"
+fi
+
+# Offline GPU hosts (no package registry): the build dependencies may come as Debian packages in
+# .deps/*.deb (`apt-get download libyaml-cpp-dev libyaml-cpp0.7 libfmt-dev libfmt9 libcli11-dev
+# libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian libdlpack-dev` on a machine that
+# has one). They are unpacked into a private prefix, never into /.
+if compgen -G "$repo/.deps/*.deb" > /dev/null; then
+  deps="${TMPDIR:-/tmp}/tileops-deps"
+  mkdir -p "$deps"
+  for f in "$repo"/.deps/*.deb; do dpkg -x "$f" "$deps"; done
+  export CMAKE_PREFIX_PATH="$deps/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+  export CPATH="$deps/usr/include${CPATH:+:$CPATH}"
+  export LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu${LIBRARY_PATH:+:$LIBRARY_PATH}"
+  export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  echo "gpu-check: build dependencies from .deps/ unpacked into $deps"
 fi
 
 names=()
@@ -50,7 +66,8 @@ git rev-parse --short HEAD > "$logs/commit.txt" 2>/dev/null || echo unknown > "$
 ok=1
 run "configure (sm_90a)" 120 configure.log -- \
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTILEOPS_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES=90a -DTILEOPS_BUILD_TESTS=ON -DTILEOPS_BUILD_BENCH=ON || ok=0
+  -DCMAKE_CUDA_ARCHITECTURES=90a -DTILEOPS_BUILD_TESTS=ON -DTILEOPS_BUILD_BENCH=ON \
+  -DTILEOPS_WERROR="${TILEOPS_WERROR:-OFF}" || ok=0
 if ((ok)); then
   run "build (-j$jobs)" 300 build.log -- cmake --build "$build" -j "$jobs" || ok=0
 fi
