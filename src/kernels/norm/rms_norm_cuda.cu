@@ -83,9 +83,18 @@ __device__ __forceinline__ Raw<T, N> load_nc(const T* p) {
   return __ldg(reinterpret_cast<const Raw<T, N>*>(p));
 }
 
+// A 16-byte vector is stored by one st.global.v4 (written out: the compiler may otherwise split
+// the struct store into four 4-byte stores); the "memory" clobber keeps it ordered with the
+// thread's other memory accesses.
 template <typename T, int N>
 __device__ __forceinline__ void store(T* p, const Raw<T, N>& v) {
-  *reinterpret_cast<Raw<T, N>*>(p) = v;
+  if constexpr (sizeof(Raw<T, N>) == 16) {
+    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z),
+                 "r"(v.w)
+                 : "memory");
+  } else {
+    *reinterpret_cast<Raw<T, N>*>(p) = v;
+  }
 }
 
 template <typename T, int N>
@@ -263,7 +272,7 @@ __global__ void __launch_bounds__(resident_max_threads(NV, kWeightInRegs))
       if (j < nvec) wv[k] = load_nc<T, VEC>(w + j * VEC);
     }
     if (has_tail) wt = scalar_nc(w + tail_col);
-  } else if (blockIdx.x < p.rows) {
+  } else {
     // Weight lines into L1 now, so that the first row's second phase does not wait on L2/DRAM.
 #pragma unroll
     for (int k = 0; k < NV; ++k) {
@@ -714,8 +723,10 @@ std::vector<RmsNormConfig> rms_norm_tuning_space(int64_t rows, int64_t cols, DTy
       int nv = 1;
       while (nv < 8 && static_cast<int64_t>(tpr) * nv < nvec) nv *= 2;
       if (static_cast<int64_t>(tpr) * nv < nvec) continue;
-      for (const int threads : {128, 256, 512})
+      for (const int threads : {128, 256, 512}) {
+        if (threads / tpr > 2 * std::max<int64_t>(rows, 1)) continue;  // mostly idle groups
         for (const bool wreg : {false, true}) add(make_config(threads, threads / tpr, nv, wreg));
+      }
     }
   }
   // A row per block (or two), each vector count that fits.
@@ -724,7 +735,7 @@ std::vector<RmsNormConfig> rms_norm_tuning_space(int64_t rows, int64_t cols, DTy
       const int tpr = resident_tpr(nvec, nv, max_tpr);
       if (tpr == 0) continue;
       for (const int rpb : {1, 2, 4}) {
-        if (tpr * rpb > 1024) continue;
+        if (tpr * rpb > 1024 || (rpb > 1 && rows < 2 * rpb)) continue;
         for (const bool wreg : {false, true}) add(make_config(tpr * rpb, rpb, nv, wreg));
       }
     }

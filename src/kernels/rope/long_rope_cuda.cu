@@ -67,9 +67,18 @@ __device__ __forceinline__ Raw<T, N> load_nc(const T* p) {
   return __ldg(reinterpret_cast<const Raw<T, N>*>(p));
 }
 
+// A 16-byte vector is stored by one st.global.v4 (written out: the compiler may otherwise split
+// the struct store into four 4-byte stores); the "memory" clobber keeps it ordered with the
+// thread's other memory accesses.
 template <typename T, int N>
 __device__ __forceinline__ void store(T* p, const Raw<T, N>& v) {
-  *reinterpret_cast<Raw<T, N>*>(p) = v;
+  if constexpr (sizeof(Raw<T, N>) == 16) {
+    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z),
+                 "r"(v.w)
+                 : "memory");
+  } else {
+    *reinterpret_cast<Raw<T, N>*>(p) = v;
+  }
 }
 
 template <typename T, int N>
