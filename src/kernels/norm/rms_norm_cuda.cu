@@ -83,18 +83,10 @@ __device__ __forceinline__ Raw<T, N> load_nc(const T* p) {
   return __ldg(reinterpret_cast<const Raw<T, N>*>(p));
 }
 
-// A 16-byte vector is stored by one st.global.v4 (written out: the compiler may otherwise split
-// the struct store into four 4-byte stores); the "memory" clobber keeps it ordered with the
-// thread's other memory accesses.
+// A plain store (a 16-byte vector: one STG.E.128; checked in the SASS of every instantiation).
 template <typename T, int N>
 __device__ __forceinline__ void store(T* p, const Raw<T, N>& v) {
-  if constexpr (sizeof(Raw<T, N>) == 16) {
-    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z),
-                 "r"(v.w)
-                 : "memory");
-  } else {
-    *reinterpret_cast<Raw<T, N>*>(p) = v;
-  }
+  *reinterpret_cast<Raw<T, N>*>(p) = v;
 }
 
 template <typename T, int N>
@@ -274,11 +266,11 @@ __global__ void __launch_bounds__(resident_max_threads(NV, kWeightInRegs))
     if (has_tail) wt = scalar_nc(w + tail_col);
   } else {
     // Weight lines into L1 now, so that the first row's second phase does not wait on L2/DRAM.
-#pragma unroll
-    for (int k = 0; k < NV; ++k) {
-      const int j = lt + k * tpr;
-      if (j < nvec) prefetch_l1(w + j * VEC);
-    }
+    const char* wp = reinterpret_cast<const char*>(w + lt * VEC);
+    int step = tpr * VEC * static_cast<int>(sizeof(T));
+    asm volatile("" : "+l"(wp), "+r"(step));  // independent of the row loop's addressing
+    const int count = min(NV, (nvec - lt + tpr - 1) / tpr);
+    for (int k = 0; k < count; ++k, wp += step) prefetch_l1(wp);
   }
 
   int buf = 0;
