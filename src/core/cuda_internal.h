@@ -1,0 +1,36 @@
+// Internal CUDA helpers of src/core (not installed): a scoped current-device guard.
+#pragma once
+
+#if TILEOPS_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include "tileops/core/cuda.h"
+
+namespace tileops::detail {
+
+/// Makes `device` current for the scope and restores the previous device afterwards.
+class CudaDeviceGuard {
+ public:
+  explicit CudaDeviceGuard(int device) {
+    check_cuda(cudaGetDevice(&previous_), "cudaGetDevice");
+    if (previous_ != device) check_cuda(cudaSetDevice(device), "cudaSetDevice");
+    changed_ = previous_ != device;
+  }
+  ~CudaDeviceGuard() {
+    if (changed_) cudaSetDevice(previous_);
+  }
+  CudaDeviceGuard(const CudaDeviceGuard&) = delete;
+  CudaDeviceGuard& operator=(const CudaDeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+  bool changed_ = false;
+};
+
+inline cudaStream_t stream_of(int device) {
+  return static_cast<cudaStream_t>(cuda_current_stream(device));
+}
+
+}  // namespace tileops::detail
+
+#endif

@@ -1,0 +1,569 @@
+// The tensor runtime on the CPU: factories, queries, storage, copies and conversions, element
+// access, random factories, and the errors of bad use.
+#include <gmock/gmock-matchers.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "tileops/core.h"
+#include "unit/core_test_helpers.h"
+
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using tileops::Device;
+using tileops::DType;
+using tileops::Sizes;
+using tileops::Tensor;
+using tileops::testing_helpers::error_message;
+using SigErr = tileops::SignatureError;
+
+constexpr DType kAllDTypes[] = {
+    DType::float32, DType::float16, DType::bfloat16, DType::float8_e4m3fn, DType::int8,
+    DType::int16,   DType::int32,   DType::int64,    DType::uint8,         DType::bool_};
+
+TEST(TensorBasics, UndefinedTensor) {
+  const Tensor t;
+  EXPECT_FALSE(t.defined());
+  EXPECT_EQ(t.str(), "Tensor(undefined)");
+  EXPECT_THAT(error_message<SigErr>([&] { (void)t.sizes(); }), HasSubstr("Tensor.sizes"));
+  EXPECT_THAT(error_message<SigErr>([&] { (void)t.numel(); }), HasSubstr("undefined"));
+  EXPECT_THAT(error_message<SigErr>([&] { (void)t.data_ptr(); }), HasSubstr("Tensor.data_ptr"));
+  EXPECT_THAT(error_message<SigErr>([&] { (void)t.view({1}); }), HasSubstr("Tensor.view"));
+  EXPECT_THAT(error_message<SigErr>([&] { (void)t.clone(); }), HasSubstr("Tensor.clone"));
+  EXPECT_FALSE(t.shares_storage_with(t));
+  Tensor dst = Tensor::zeros({2}, DType::float32);
+  EXPECT_THAT(error_message<SigErr>([&] { dst.copy_(t); }),
+              HasSubstr("source tensor is undefined"));
+}
+
+TEST(TensorBasics, EmptyQueries) {
+  const Tensor t = Tensor::empty({2, 3, 4}, DType::bfloat16);
+  EXPECT_TRUE(t.defined());
+  EXPECT_EQ(t.sizes(), (Sizes{2, 3, 4}));
+  EXPECT_EQ(t.strides(), (Sizes{12, 4, 1}));
+  EXPECT_EQ(t.offset(), 0);
+  EXPECT_EQ(t.dim(), 3);
+  EXPECT_EQ(t.size(0), 2);
+  EXPECT_EQ(t.size(-1), 4);
+  EXPECT_EQ(t.stride(-3), 12);
+  EXPECT_EQ(t.numel(), 24);
+  EXPECT_EQ(t.nbytes(), 48u);
+  EXPECT_EQ(t.dtype(), DType::bfloat16);
+  EXPECT_EQ(t.device(), Device::cpu());
+  EXPECT_TRUE(t.is_contiguous());
+  EXPECT_EQ(t.str(), "Tensor[2, 3, 4] bfloat16 cpu");
+  ASSERT_NE(t.storage(), nullptr);
+  EXPECT_GE(t.storage()->nbytes(), 48u);
+  EXPECT_TRUE(t.storage()->owns_memory());
+  EXPECT_EQ(t.data_ptr(), t.storage()->data());
+  EXPECT_EQ(tileops::describe_sizes({2, 3}), "[2, 3]");
+  EXPECT_EQ(tileops::describe_sizes({}), "[]");
+}
+
+TEST(TensorBasics, ScalarAndEmptyShapes) {
+  const Tensor s = Tensor::full({}, 2.5, DType::float32);
+  EXPECT_EQ(s.dim(), 0);
+  EXPECT_EQ(s.numel(), 1);
+  EXPECT_EQ(s.item(), 2.5);
+  EXPECT_EQ(s.item_at({}), 2.5);
+  EXPECT_EQ(s.str(), "Tensor[] float32 cpu");
+  const Tensor e = Tensor::empty({3, 0, 2}, DType::float32);
+  EXPECT_EQ(e.numel(), 0);
+  EXPECT_EQ(e.nbytes(), 0u);
+  EXPECT_TRUE(e.is_contiguous());
+  EXPECT_EQ(e.strides(), (Sizes{2, 2, 1}));
+  EXPECT_EQ(e.data_ptr(), nullptr);
+  EXPECT_TRUE(e.to_vector().empty());
+  EXPECT_NO_THROW(Tensor::zeros({0}, DType::int64).fill_(3));
+}
+
+TEST(TensorBasics, SizeAndStrideErrors) {
+  const Tensor t = Tensor::empty({2, 3}, DType::float32);
+  const std::string m = error_message<SigErr>([&] { (void)t.size(2); });
+  EXPECT_THAT(m, HasSubstr("Tensor.size: dimension 2 is out of range for a 2-d tensor"));
+  EXPECT_THAT(m, HasSubstr("[2, 3]"));
+  EXPECT_THAT(m, HasSubstr("expected -2..1"));
+  EXPECT_THAT(error_message<SigErr>([&] { (void)t.stride(-3); }), HasSubstr("dimension -3"));
+  const Tensor s = Tensor::empty({}, DType::float32);
+  EXPECT_THAT(error_message<SigErr>([&] { (void)s.size(0); }), HasSubstr("no dimensions"));
+}
+
+TEST(TensorBasics, EmptyRejectsBadSizes) {
+  EXPECT_THAT(error_message<SigErr>([] {
+                Tensor::empty({2, -1}, DType::float32);
+              }),
+              HasSubstr("Tensor.empty: negative size -1 in [2, -1]"));
+  EXPECT_THAT(error_message<SigErr>([] {
+                Tensor::empty({int64_t{1} << 40, int64_t{1} << 40}, DType::float32);
+              }),
+              HasSubstr("overflows"));
+}
+
+TEST(TensorBasics, CpuAllocationsAre64ByteAligned) {
+  for (const DType dtype : kAllDTypes) {
+    for (const int64_t n : {1, 3, 7, 64, 1000, 100003}) {
+      const Tensor t = Tensor::empty({n}, dtype);
+      EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 64, 0u)
+          << tileops::dtype_name(dtype) << " " << n;
+    }
+  }
+  const auto storage = tileops::Storage::allocate(5, Device::cpu());
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(storage->data()) % 64, 0u);
+  EXPECT_EQ(storage->nbytes(), 5u);
+  EXPECT_EQ(tileops::Storage::allocate(0, Device::cpu())->data(), nullptr);
+}
+
+TEST(TensorBasics, CopiesShareStorageCheaply) {
+  const Tensor a = Tensor::zeros({4}, DType::int32);
+  Tensor b = a;  // NOLINT(performance-unnecessary-copy-initialization)
+  EXPECT_TRUE(b.shares_storage_with(a));
+  EXPECT_EQ(b.data_ptr(), a.data_ptr());
+  b.fill_(7);
+  EXPECT_EQ(a.item_at({2}), 7.0);
+  const Tensor c = Tensor::zeros({4}, DType::int32);
+  EXPECT_FALSE(c.shares_storage_with(a));
+}
+
+TEST(TensorBasics, TypedDataAccess) {
+  const Tensor f = Tensor::zeros({2}, DType::float32);
+  EXPECT_EQ(f.data<float>(), f.data_ptr());
+  EXPECT_EQ(f.data<const float>(), f.data_ptr());
+  EXPECT_EQ(f.data<std::byte>(), f.data_ptr());
+  const Tensor b = Tensor::zeros({2}, DType::bfloat16);
+  EXPECT_NE(b.data<tileops::BFloat16>(), nullptr);
+  EXPECT_NE(b.data<std::uint16_t>(), nullptr);
+  const Tensor q = Tensor::zeros({2}, DType::float8_e4m3fn);
+  EXPECT_NE(q.data<tileops::Float8E4M3FN>(), nullptr);
+  EXPECT_NE(q.data<std::uint8_t>(), nullptr);
+  EXPECT_NE(Tensor::zeros({2}, DType::bool_).data<bool>(), nullptr);
+  EXPECT_NE(Tensor::zeros({2}, DType::int64).data<int64_t>(), nullptr);
+  const std::string m = error_message<SigErr>([&] { (void)b.data<float>(); });
+  EXPECT_THAT(m, HasSubstr("cannot access a bfloat16 tensor as float"));
+  EXPECT_THAT(m, HasSubstr("tileops::BFloat16"));
+  EXPECT_THAT(error_message<SigErr>([&] { (void)f.data<std::int32_t>(); }),
+              HasSubstr("float32 tensor as int32_t"));
+  EXPECT_THAT(error_message<SigErr>([&] { (void)f.data<std::uint16_t>(); }),
+              HasSubstr("as uint16_t"));
+}
+
+TEST(TensorBasics, ThreadsShareAndHandOverTensors) {
+  // Views and copies of one tensor from several threads; tensors created on one thread die on
+  // another (their metadata returns to the other thread's pool); the memory is released once.
+  std::vector<float> buffer(64, 1.0f);
+  std::atomic<int> released{0};
+  {
+    const Tensor shared = Tensor::from_blob(buffer.data(), {8, 8}, DType::float32, Device::cpu(),
+                                            {}, [&] { ++released; });
+    std::vector<Tensor> handed(4);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        double sum = 0;
+        for (int i = 0; i < 2000; ++i) {
+          const Tensor v = shared.transpose(0, 1).select(0, i % 8).view({2, 4});
+          sum += v.item_at({1, 3});
+          Tensor owned = Tensor::empty({3, 5}, DType::int32);
+          owned.fill_(i);
+          if (i == 1999) handed[static_cast<std::size_t>(t)] = owned;
+        }
+        EXPECT_EQ(sum, 2000.0);
+      });
+    }
+    for (auto& th : threads) th.join();
+    for (const Tensor& h : handed) EXPECT_EQ(h.item_at({2, 4}), 1999.0);
+  }
+  EXPECT_EQ(released.load(), 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// from_blob
+
+TEST(FromBlob, ViewsCallerMemoryAndReleasesOnce) {
+  std::vector<float> buffer(6);
+  std::iota(buffer.begin(), buffer.end(), 0.0f);
+  int released = 0;
+  Tensor view;
+  {
+    Tensor t = Tensor::from_blob(buffer.data(), {2, 3}, DType::float32, Device::cpu(), {},
+                                 [&] { ++released; });
+    EXPECT_EQ(t.data_ptr(), buffer.data());
+    EXPECT_EQ(t.strides(), (Sizes{3, 1}));
+    EXPECT_FALSE(t.storage()->owns_memory());
+    EXPECT_EQ(t.item_at({1, 2}), 5.0);
+    view = t.transpose(0, 1);
+    Tensor copy = t;
+    EXPECT_EQ(released, 0);
+  }
+  EXPECT_EQ(released, 0);  // the view keeps the memory
+  EXPECT_EQ(view.item_at({2, 1}), 5.0);
+  view.set_at({0, 1}, 42.0);
+  EXPECT_EQ(buffer[3], 42.0f);
+  view = Tensor();
+  EXPECT_EQ(released, 1);
+}
+
+TEST(FromBlob, StridedBlob) {
+  std::vector<std::int32_t> buffer(20);
+  std::iota(buffer.begin(), buffer.end(), 0);
+  // Every other column of a 4x5 row-major matrix: sizes [4, 3], strides [5, 2].
+  const Tensor t = Tensor::from_blob(buffer.data(), {4, 3}, DType::int32, Device::cpu(), {5, 2});
+  EXPECT_FALSE(t.is_contiguous());
+  EXPECT_EQ(t.storage()->nbytes(), (3 * 5 + 2 * 2 + 1) * 4u);
+  for (int64_t i = 0; i < 4; ++i) {
+    for (int64_t j = 0; j < 3; ++j)
+      EXPECT_EQ(t.item_at({i, j}), static_cast<double>(5 * i + 2 * j));
+  }
+}
+
+TEST(FromBlob, ErrorsStillReleaseOnce) {
+  int released = 0;
+  float x = 0;
+  EXPECT_THAT(
+      error_message<SigErr>([&] {
+        Tensor::from_blob(&x, {2, 3}, DType::float32, Device::cpu(), {1}, [&] { ++released; });
+      }),
+      HasSubstr("Tensor.from_blob: strides [1] have 1 entries but sizes [2, 3] have 2"));
+  EXPECT_EQ(released, 1);
+  EXPECT_THAT(error_message<SigErr>([&] {
+                Tensor::from_blob(&x, {2}, DType::float32, Device::cpu(), {-1},
+                                  [&] { ++released; });
+              }),
+              HasSubstr("negative stride -1"));
+  EXPECT_EQ(released, 2);
+  EXPECT_THAT(error_message<SigErr>([&] {
+                Tensor::from_blob(nullptr, {2}, DType::float32, Device::cpu(), {},
+                                  [&] { ++released; });
+              }),
+              HasSubstr("data is null"));
+  EXPECT_EQ(released, 3);
+  EXPECT_THAT(error_message<SigErr>([&] {
+                Tensor::from_blob(&x, {-2}, DType::float32, Device::cpu(), {}, [&] { ++released; });
+              }),
+              HasSubstr("negative size -2"));
+  EXPECT_EQ(released, 4);
+  // Empty tensors may have a null pointer.
+  EXPECT_NO_THROW(Tensor::from_blob(nullptr, {0, 4}, DType::float32));
+}
+
+TEST(FromBlob, ReleaseCallbackExceptionsAreSwallowed) {
+  float x = 1;
+  int released = 0;
+  {
+    const Tensor t = Tensor::from_blob(&x, {1}, DType::float32, Device::cpu(), {}, [&] {
+      ++released;
+      throw std::runtime_error("ignored");
+    });
+  }
+  EXPECT_EQ(released, 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Factories and fill
+
+TEST(Factories, ZerosFullArange) {
+  for (const DType dtype : kAllDTypes) {
+    const Tensor z = Tensor::zeros({3, 2}, dtype);
+    for (double v : z.to_vector()) EXPECT_EQ(v, 0.0) << tileops::dtype_name(dtype);
+    const Tensor f = Tensor::full({5}, 1.0, dtype);
+    for (double v : f.to_vector()) EXPECT_EQ(v, 1.0) << tileops::dtype_name(dtype);
+  }
+  EXPECT_THAT(Tensor::arange(5, DType::int64).to_vector(), ElementsAre(0, 1, 2, 3, 4));
+  EXPECT_THAT(Tensor::arange(4, DType::bfloat16).to_vector(), ElementsAre(0, 1, 2, 3));
+  EXPECT_EQ(Tensor::arange(0, DType::float32).numel(), 0);
+  EXPECT_THAT(error_message<SigErr>([] { Tensor::arange(-1, DType::float32); }),
+              HasSubstr("Tensor.arange: n must be >= 0, got -1"));
+  EXPECT_THAT(error_message<SigErr>([] { Tensor::arange(300, DType::int8); }), HasSubstr("128"));
+}
+
+TEST(Factories, FillRoundsFloatsAndChecksIntegers) {
+  EXPECT_EQ(Tensor::full({}, 0.1, DType::float16).item(),
+            static_cast<double>(tileops::half_to_float(tileops::float_to_half(0.1f))));
+  EXPECT_EQ(Tensor::full({}, 1000.0, DType::float8_e4m3fn).to_vector().size(), 1u);
+  EXPECT_TRUE(std::isnan(Tensor::full({}, 1000.0, DType::float8_e4m3fn).item()));
+  EXPECT_EQ(Tensor::full({}, 1e6, DType::float16).item(), INFINITY);
+  EXPECT_EQ(Tensor::full({}, -128, DType::int8).item(), -128.0);
+  EXPECT_EQ(Tensor::full({}, 255, DType::uint8).item(), 255.0);
+  EXPECT_EQ(Tensor::full({}, 9007199254740992.0, DType::int64).item(), 9007199254740992.0);
+  EXPECT_EQ(Tensor::full({}, 5.0, DType::bool_).item(), 1.0);
+  EXPECT_EQ(Tensor::full({}, 0.0, DType::bool_).item(), 0.0);
+  const std::string m = error_message<SigErr>([] { Tensor::full({2}, 0.5, DType::int32); });
+  EXPECT_THAT(m, HasSubstr("Tensor.full: value 0.500000 is not representable in int32"));
+  EXPECT_THAT(error_message<SigErr>([] { Tensor::full({2}, 256, DType::uint8); }),
+              HasSubstr("not representable in uint8"));
+  EXPECT_THAT(error_message<SigErr>([] { Tensor::full({2}, -1, DType::uint8); }),
+              HasSubstr("uint8"));
+  EXPECT_THAT(error_message<SigErr>([] { Tensor::full({2}, NAN, DType::int64); }),
+              HasSubstr("int64"));
+  EXPECT_THAT(error_message<SigErr>([] { Tensor::full({2}, 0x1p63, DType::int64); }),
+              HasSubstr("int64"));
+  Tensor t = Tensor::zeros({2}, DType::int16);
+  EXPECT_THAT(error_message<SigErr>([&] { t.fill_(40000); }),
+              HasSubstr("Tensor.fill_: value 40000.000000 is not representable in int16"));
+}
+
+TEST(Factories, FillOfAStridedView) {
+  Tensor t = Tensor::zeros({4, 5}, DType::float16);
+  t.slice(1, 1, 5, 2).fill_(3.0);
+  for (int64_t i = 0; i < 4; ++i) {
+    for (int64_t j = 0; j < 5; ++j) {
+      EXPECT_EQ(t.item_at({i, j}), (j == 1 || j == 3) ? 3.0 : 0.0) << i << "," << j;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// rand / randn
+
+TEST(Random, RandIsDeterministicAndUniform) {
+  const Tensor a = Tensor::rand({100000}, DType::float32, 7);
+  const Tensor b = Tensor::rand({100000}, DType::float32, 7);
+  const Tensor c = Tensor::rand({100000}, DType::float32, 8);
+  const auto va = a.to_vector();
+  EXPECT_EQ(va, b.to_vector());
+  EXPECT_NE(va, c.to_vector());
+  double sum = 0;
+  double sq = 0;
+  for (double v : va) {
+    ASSERT_GE(v, 0.0);
+    ASSERT_LT(v, 1.0);
+    sum += v;
+    sq += v * v;
+  }
+  const double mean = sum / static_cast<double>(va.size());
+  const double var = sq / static_cast<double>(va.size()) - mean * mean;
+  EXPECT_NEAR(mean, 0.5, 0.005);
+  EXPECT_NEAR(var, 1.0 / 12.0, 0.002);
+  // Values depend only on (seed, index): a smaller tensor is a prefix, shapes do not matter.
+  const auto small = Tensor::rand({2, 5}, DType::float32, 7).to_vector();
+  EXPECT_EQ(small, std::vector<double>(va.begin(), va.begin() + 10));
+}
+
+TEST(Random, KnownValues) {
+  // Pinned, so that a change of generator (or a platform difference) is noticed: the values
+  // come from splitmix64 and basic IEEE arithmetic only.
+  const auto u = Tensor::rand({3}, DType::float32, 42).to_vector();
+  ASSERT_EQ(u.size(), 3u);
+  EXPECT_EQ(static_cast<float>(u[0]), 0.74156487f);
+  EXPECT_EQ(static_cast<float>(u[1]), 0.159910396f);
+  EXPECT_EQ(static_cast<float>(u[2]), 0.27860114f);
+  const auto n = Tensor::randn({4}, DType::float32, 42).to_vector();
+  ASSERT_EQ(n.size(), 4u);
+  EXPECT_EQ(static_cast<float>(n[0]), -1.10889626f);
+  EXPECT_EQ(static_cast<float>(n[1]), -0.541438699f);
+  EXPECT_EQ(static_cast<float>(n[2]), -0.982688963f);
+  EXPECT_EQ(static_cast<float>(n[3]), -0.210473537f);
+  EXPECT_THAT(Tensor::rand({4}, DType::int64, 42, Device::cpu(), -5, 5).to_vector(),
+              ElementsAre(2, -4, -3, -2));
+}
+
+TEST(Random, RandRangeAndDtypes) {
+  const auto v = Tensor::rand({20000}, DType::bfloat16, 3, Device::cpu(), -2.0, 3.0).to_vector();
+  double sum = 0;
+  for (double x : v) {
+    ASSERT_GE(x, -2.0);
+    ASSERT_LE(x, 3.0);  // rounding to bfloat16 may reach hi
+    sum += x;
+  }
+  EXPECT_NEAR(sum / static_cast<double>(v.size()), 0.5, 0.05);
+  const auto ints = Tensor::rand({20000}, DType::int32, 3, Device::cpu(), 0, 8).to_vector();
+  std::vector<int> counts(8, 0);
+  for (double x : ints) {
+    ASSERT_EQ(x, std::floor(x));
+    ASSERT_GE(x, 0.0);
+    ASSERT_LT(x, 8.0);
+    ++counts[static_cast<std::size_t>(x)];
+  }
+  for (int c : counts) EXPECT_NEAR(c, 2500, 250);
+  EXPECT_THAT(error_message<SigErr>([] { Tensor::rand({2}, DType::bool_, 1); }),
+              HasSubstr("bool is not supported"));
+  EXPECT_THAT(
+      error_message<SigErr>([] { Tensor::rand({2}, DType::int32, 1, Device::cpu(), 0, 0.5); }),
+      HasSubstr("must be integers"));
+  EXPECT_THAT(
+      error_message<SigErr>([] { Tensor::rand({2}, DType::int8, 1, Device::cpu(), 0, 1000); }),
+      HasSubstr("int8"));
+  EXPECT_THAT(
+      error_message<SigErr>([] { Tensor::rand({2}, DType::float32, 1, Device::cpu(), 1, 0); }),
+      HasSubstr("lo <= hi"));
+}
+
+TEST(Random, RandnMoments) {
+  const Tensor a = Tensor::randn({200001}, DType::float32, 11, Device::cpu(), 1.5, 2.0);
+  const auto v = a.to_vector();
+  EXPECT_EQ(v, Tensor::randn({200001}, DType::float32, 11, Device::cpu(), 1.5, 2.0).to_vector());
+  EXPECT_NE(v, Tensor::randn({200001}, DType::float32, 12, Device::cpu(), 1.5, 2.0).to_vector());
+  double sum = 0;
+  double sq = 0;
+  int beyond_3sigma = 0;
+  for (double x : v) {
+    sum += x;
+    sq += x * x;
+    if (std::fabs(x - 1.5) > 6.0) ++beyond_3sigma;
+  }
+  const double n = static_cast<double>(v.size());
+  const double mean = sum / n;
+  const double std = std::sqrt(sq / n - mean * mean);
+  EXPECT_NEAR(mean, 1.5, 0.02);
+  EXPECT_NEAR(std, 2.0, 0.02);
+  EXPECT_NEAR(beyond_3sigma / n, 0.0027, 0.0008);
+  // Other float dtypes get the same values, rounded.
+  const auto h = Tensor::randn({8}, DType::float16, 11, Device::cpu(), 1.5, 2.0).to_vector();
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    EXPECT_EQ(h[i], static_cast<double>(
+                        tileops::half_to_float(tileops::float_to_half(static_cast<float>(v[i])))));
+  }
+  EXPECT_THAT(error_message<SigErr>([] { Tensor::randn({2}, DType::int32, 1); }),
+              HasSubstr("Tensor.randn: needs a float dtype, got int32"));
+  EXPECT_THAT(
+      error_message<SigErr>([] { Tensor::randn({2}, DType::float32, 1, Device::cpu(), 0, -1); }),
+      HasSubstr("std >= 0"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// copy_, clone, contiguous, to
+
+TEST(Copy, SameDtypeStridedCopies) {
+  const Tensor src = Tensor::arange(24, DType::float32).view({2, 3, 4});
+  Tensor dst = Tensor::zeros({4, 3, 2}, DType::float32);
+  dst.copy_(src.permute({2, 1, 0}));
+  for (int64_t i = 0; i < 4; ++i) {
+    for (int64_t j = 0; j < 3; ++j) {
+      for (int64_t k = 0; k < 2; ++k) {
+        EXPECT_EQ(dst.item_at({i, j, k}), static_cast<double>(k * 12 + j * 4 + i));
+      }
+    }
+  }
+  // Into a strided destination.
+  Tensor big = Tensor::zeros({4, 6}, DType::int64);
+  big.slice(1, 0, 6, 2).copy_(Tensor::arange(12, DType::int64).view({4, 3}));
+  EXPECT_THAT(big.select(0, 1).to_vector(), ElementsAre(3, 0, 4, 0, 5, 0));
+}
+
+TEST(Copy, ConversionRules) {
+  const Tensor f = Tensor::arange(6, DType::float32).view({2, 3});
+  for (const DType to : {DType::float16, DType::bfloat16, DType::float8_e4m3fn, DType::float32}) {
+    EXPECT_THAT(f.to(to).to_vector(), ElementsAre(0, 1, 2, 3, 4, 5));
+  }
+  const Tensor i = Tensor::arange(6, DType::int32);
+  EXPECT_THAT(i.to(DType::float32).to_vector(), ElementsAre(0, 1, 2, 3, 4, 5));
+  EXPECT_THAT(i.to(DType::int8).to_vector(), ElementsAre(0, 1, 2, 3, 4, 5));
+  EXPECT_THAT(i.to(DType::int64).to_vector(), ElementsAre(0, 1, 2, 3, 4, 5));
+  const Tensor b = Tensor::full({2}, 1, DType::bool_);
+  EXPECT_THAT(b.to(DType::bfloat16).to_vector(), ElementsAre(1, 1));
+  // int -> int wraps modulo 2^bits.
+  EXPECT_EQ(Tensor::full({}, 300, DType::int32).to(DType::uint8).item(), 44.0);
+  EXPECT_EQ(Tensor::full({}, -1, DType::int64).to(DType::uint8).item(), 255.0);
+  // float -> float rounds.
+  EXPECT_EQ(Tensor::full({}, 1.0 + 1.0 / 512, DType::float32).to(DType::bfloat16).item(), 1.0);
+  // to() of the same dtype is the tensor itself.
+  EXPECT_TRUE(f.to(DType::float32).shares_storage_with(f));
+  // Forbidden conversions name both dtypes.
+  const std::string m = error_message<SigErr>([&] { (void)f.to(DType::int32); });
+  EXPECT_THAT(m, HasSubstr("Tensor.to: cannot convert float32 to int32"));
+  Tensor ib = Tensor::zeros({2, 3}, DType::bool_);
+  EXPECT_THAT(error_message<SigErr>([&] { ib.copy_(f); }),
+              HasSubstr("Tensor.copy_: cannot convert float32 to bool"));
+  Tensor ii = Tensor::zeros({2}, DType::int32);
+  EXPECT_THAT(error_message<SigErr>([&] { ii.copy_(b); }),
+              HasSubstr("cannot convert bool to int32"));
+  EXPECT_THAT(error_message<SigErr>([&] { (void)i.to(DType::bool_); }),
+              HasSubstr("cannot convert int32 to bool"));
+}
+
+TEST(Copy, SizesMustMatch) {
+  Tensor dst = Tensor::zeros({2, 3}, DType::float32);
+  const Tensor src = Tensor::zeros({3, 2}, DType::float32);
+  const std::string m = error_message<SigErr>([&] { dst.copy_(src); });
+  EXPECT_THAT(m, HasSubstr("Tensor.copy_: sizes differ"));
+  EXPECT_THAT(m, HasSubstr("destination Tensor[2, 3] float32 cpu"));
+  EXPECT_THAT(m, HasSubstr("source Tensor[3, 2] float32 cpu"));
+}
+
+TEST(Copy, OverlappingSourceAndDestination) {
+  Tensor t = Tensor::arange(9, DType::float32).view({3, 3});
+  t.copy_(t.transpose(0, 1));  // in-place transpose through a staging copy
+  EXPECT_THAT(t.to_vector(), ElementsAre(0, 3, 6, 1, 4, 7, 2, 5, 8));
+  Tensor u = Tensor::arange(6, DType::int32);
+  u.slice(0, 1, 6).copy_(u.slice(0, 0, 5));  // shift right by one
+  EXPECT_THAT(u.to_vector(), ElementsAre(0, 0, 1, 2, 3, 4));
+  u.copy_(u);  // no-op
+  EXPECT_THAT(u.to_vector(), ElementsAre(0, 0, 1, 2, 3, 4));
+}
+
+TEST(Copy, CloneContiguousTo) {
+  const Tensor t = Tensor::arange(6, DType::int16).view({2, 3});
+  EXPECT_TRUE(t.contiguous().shares_storage_with(t));
+  const Tensor tt = t.transpose(0, 1);
+  EXPECT_FALSE(tt.is_contiguous());
+  const Tensor c = tt.contiguous();
+  EXPECT_TRUE(c.is_contiguous());
+  EXPECT_FALSE(c.shares_storage_with(t));
+  EXPECT_THAT(c.to_vector(), ElementsAre(0, 3, 1, 4, 2, 5));
+  EXPECT_EQ(c.strides(), (Sizes{2, 1}));
+  Tensor k = t.clone();
+  EXPECT_FALSE(k.shares_storage_with(t));
+  k.fill_(9);
+  EXPECT_EQ(t.item_at({0, 0}), 0.0);
+  EXPECT_TRUE(t.to(Device::cpu()).shares_storage_with(t));
+}
+
+TEST(Copy, CudaWithoutDeviceIsAUsageError) {
+  if (tileops::cuda_available()) GTEST_SKIP() << "a CUDA device is present";
+  EXPECT_THROW(Tensor::empty({2}, DType::float32, Device::cuda(0)), tileops::UsageError);
+  EXPECT_THROW(Tensor::zeros({2}, DType::float32).to(Device::cuda(0)), tileops::UsageError);
+  EXPECT_THROW(Tensor::rand({2}, DType::float32, 1, Device::cuda()), tileops::UsageError);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Element access
+
+TEST(ElementAccess, ItemAtSetAtAndErrors) {
+  Tensor t = Tensor::zeros({2, 3}, DType::float32);
+  t.set_at({1, 2}, 4.5);
+  t.set_at({-2, -1}, 1.25);
+  EXPECT_EQ(t.item_at({1, 2}), 4.5);
+  EXPECT_EQ(t.item_at({0, 2}), 1.25);
+  const std::vector<int64_t> index{1, -1};
+  EXPECT_EQ(t.item_at(std::span<const int64_t>(index)), 4.5);
+  t.set_at(std::span<const int64_t>(index), 2.0);
+  EXPECT_EQ(t.item_at({1, 2}), 2.0);
+  EXPECT_THAT(error_message<SigErr>([&] { (void)t.item_at({1}); }),
+              HasSubstr("Tensor.item_at: index [1] has 1 entries but the tensor "
+                        "Tensor[2, 3] float32 cpu has 2 dimensions"));
+  EXPECT_THAT(error_message<SigErr>([&] {
+                (void)t.item_at({0, 3});
+              }),
+              HasSubstr("index 3 is out of range for dimension 1 of size 3 (index [0, 3], "
+                        "sizes [2, 3])"));
+  EXPECT_THAT(error_message<SigErr>([&] {
+                t.set_at({-3, 0}, 1.0);
+              }),
+              HasSubstr("Tensor.set_at: index -3 is out of range for dimension 0"));
+  EXPECT_THAT(error_message<SigErr>([&] { (void)t.item(); }),
+              HasSubstr("Tensor.item: the tensor Tensor[2, 3] float32 cpu has 6 elements, not 1"));
+  Tensor i8 = Tensor::zeros({2}, DType::int8);
+  EXPECT_THAT(error_message<SigErr>([&] { i8.set_at({0}, 1000); }),
+              HasSubstr("Tensor.set_at: value 1000.000000 is not representable in int8"));
+  EXPECT_EQ(Tensor::full({1, 1, 1}, 3, DType::int64).item(), 3.0);
+}
+
+TEST(ElementAccess, ToVectorAllDtypesAndStrides) {
+  for (const DType dtype : kAllDTypes) {
+    if (dtype == DType::bool_) continue;
+    const Tensor t = Tensor::arange(12, dtype).view({3, 4});
+    EXPECT_THAT(t.transpose(0, 1).slice(0, 1, 4, 2).to_vector(), ElementsAre(1, 5, 9, 3, 7, 11))
+        << tileops::dtype_name(dtype);
+  }
+  Tensor b = Tensor::zeros({3}, DType::bool_);
+  b.set_at({1}, 1);
+  EXPECT_THAT(b.to_vector(), ElementsAre(0, 1, 0));
+}
+
+}  // namespace
