@@ -75,6 +75,8 @@ std::string json_number(double v);
 
 /// "12.3 us", "1.234 ms", "2.10 s".
 std::string format_duration(double seconds);
+/// A rate for a table: no decimals from 100 up, else 3 significant digits; "-" for NaN.
+std::string format_rate(double value);
 /// A number with `digits` significant digits, "-" for NaN.
 std::string format_sig(double value, int digits = 3);
 

@@ -13,10 +13,13 @@
 namespace tileops::cli {
 
 void add_format_option(CLI::App& app, Format& format) {
-  const std::map<std::string, Format> names{
-      {"table", Format::table}, {"json", Format::json}, {"csv", Format::csv}};
-  app.add_option("--format", format, "Output format: table, json or csv")
-      ->transform(CLI::CheckedTransformer(names, CLI::ignore_case))
+  app.add_option_function<std::string>(
+         "--format",
+         [&format](const std::string& name) {
+           format = name == "json" ? Format::json : name == "csv" ? Format::csv : Format::table;
+         },
+         "Output format")
+      ->check(CLI::IsMember({"table", "json", "csv"}))
       ->default_str("table");
 }
 
@@ -229,6 +232,12 @@ std::string format_duration(double seconds) {
   return fmt::format("{:.2f} s", seconds);
 }
 
+std::string format_rate(double value) {
+  if (!std::isfinite(value)) return "-";
+  if (std::fabs(value) >= 100) return fmt::format("{:.0f}", value);
+  return fmt::format("{:.3g}", value);
+}
+
 std::string format_sig(double value, int digits) {
   if (!std::isfinite(value)) return "-";
   return fmt::format("{:.{}g}", value, digits);
@@ -278,7 +287,7 @@ std::vector<std::string> close_op_names(std::string_view name, std::size_t limit
     const bool substring = !wanted.empty() && (candidate.find(wanted) != std::string::npos ||
                                                wanted.find(candidate) != std::string::npos);
     if (substring || d <= std::max<std::size_t>(2, wanted.size() / 3)) {
-      scored.emplace_back(substring ? 0 : d, std::string(schema->name));
+      scored.emplace_back(d, std::string(schema->name));
     }
   }
   std::sort(scored.begin(), scored.end());
