@@ -186,6 +186,16 @@ class FileLoader {
     }
   }
 
+  static bool valid_label(const std::string& s) {
+    if (s.empty() || s.size() > 24) return false;
+    for (char c : s) {
+      const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      c == '.' || c == '_' || c == '-';
+      if (!ok) return false;
+    }
+    return true;
+  }
+
   static bool dotted_name(const std::string& s) {
     if (s.empty() || s.front() == '.' || s.back() == '.' || s.find("..") != std::string::npos) {
       return false;
@@ -350,6 +360,7 @@ class FileLoader {
         if (!v) {
           error(d.default_line, "param '" + p.key + "': default '" + node_text(e.value) +
                                     "' does not fit type '" + d.type.text + "': " + why);
+          op.complete = false;  // rows would report the default as missing
           continue;
         }
         d.has_default = true;
@@ -591,6 +602,10 @@ class FileLoader {
             error(row.label_line, "label must be a string");
           } else {
             row.label = *s;
+            if (!valid_label(row.label)) {
+              error(row.label_line,
+                    "label '" + row.label + "' must be 1-24 characters of [A-Za-z0-9._-]");
+            }
           }
         } else if (e.key == "some") {
           if (!e.value.IsSequence()) {

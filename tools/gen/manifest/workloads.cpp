@@ -176,16 +176,6 @@ bool run_plan(const OpInfo& info, const Plan& plan, const std::vector<Seq>& shap
 
 namespace {
 
-bool valid_label(const std::string& s) {
-  if (s.empty() || s.size() > 24) return false;
-  for (char c : s) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '.' || c == '_' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
-
 class RowChecker {
  public:
   RowChecker(OpInfo& info, Diagnostics& diags) : info_(info), op_(*info.decl), diags_(diags) {}
@@ -215,10 +205,6 @@ class RowChecker {
     ri.label = row.label;
     const std::string who = "workload row '" + row.label + "'";
     bool ok = true;
-    if (row.label_line && !valid_label(row.label)) {
-      error(row.label_line, "label '" + row.label + "' must be 1-24 characters of [A-Za-z0-9._-]");
-      ok = false;
-    }
     MapEnv params_env;  // params (given or default) and presence
     std::map<std::string, EValue, std::less<>> indices;
     std::map<std::string, int> index_lines;
@@ -417,6 +403,7 @@ class RowChecker {
         if (std::find(idx->dtypes.begin(), idx->dtypes.end(), v) == idx->dtypes.end()) {
           error(dc.line, who + ": dtype case " + k + " = " + v + " is outside " + idx->kind_text);
           ok = false;
+          given.insert(k);
           continue;
         }
         given.insert(k);
