@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace tileops::expr {
 
@@ -161,14 +162,21 @@ std::string repr(std::int64_t v) {
 }
 
 std::string repr(double v) {
+  // Python's repr: shortest round-trip digits, fixed-point for exponents in [-4, 16).
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
   char buf[64];
-  for (int prec = 1; prec <= 17; ++prec) {
-    std::snprintf(buf, sizeof buf, "%.*g", prec, v);
+  int prec = 1;
+  for (; prec <= 17; ++prec) {
+    std::snprintf(buf, sizeof buf, "%.*e", prec - 1, v);
     if (std::strtod(buf, nullptr) == v) break;
   }
-  std::string s = buf;
-  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
-  return s;
+  const char* e = std::strchr(buf, 'e');
+  const int exp = e ? std::atoi(e + 1) : 0;
+  if (exp >= -4 && exp < 16) {
+    std::snprintf(buf, sizeof buf, "%.*f", prec - 1 - exp > 1 ? prec - 1 - exp : 1, v);
+  }
+  return buf;
 }
 
 std::string repr(bool v) {

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <filesystem>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -25,6 +26,20 @@ std::set<std::string> files_under(const fs::path& dir) {
   return out;
 }
 
+// "line N:\n  got:  ...\n  want: ..." for the first line where the texts differ.
+std::string first_difference(const std::string& got, const std::string& want) {
+  std::istringstream a(got), b(want);
+  std::string la, lb;
+  for (int line = 1;; ++line) {
+    const bool ea = !std::getline(a, la), eb = !std::getline(b, lb);
+    if (ea && eb) return "(no difference)";
+    if (ea || eb || la != lb) {
+      return "line " + std::to_string(line) + ":\n  got:  " + (ea ? "<end>" : la) +
+             "\n  want: " + (eb ? "<end>" : lb);
+    }
+  }
+}
+
 TEST(Golden, EmittedFilesMatchExpected) {
   const fs::path out = tgen_test::scratch_dir("golden_out");
   const auto r =
@@ -42,9 +57,11 @@ TEST(Golden, EmittedFilesMatchExpected) {
       continue;
     }
     ASSERT_TRUE(fs::exists(expected)) << expected << " is missing; run with --update-golden";
-    EXPECT_EQ(got, tgen_test::read_file(expected.string()))
-        << rel << " differs from " << expected
-        << " (if the change is intended, rerun tileops_manifest_tests --update-golden)";
+    const std::string want = tgen_test::read_file(expected.string());
+    EXPECT_TRUE(got == want) << rel << " differs from " << expected << " first at "
+                             << first_difference(got, want)
+                             << "\n(if the change is intended, rerun tileops_manifest_tests "
+                                "--update-golden)";
   }
 }
 

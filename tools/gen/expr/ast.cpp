@@ -1,5 +1,7 @@
 #include "expr/ast.h"
 
+#include "float_repr.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -98,22 +100,6 @@ const char* op_text(ExprOp op) {
   }
 }
 
-std::string float_text(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  std::string s = buf;
-  // Shortest text that reads back the same value.
-  for (int prec = 1; prec <= 17; ++prec) {
-    std::snprintf(buf, sizeof buf, "%.*g", prec, v);
-    if (std::strtod(buf, nullptr) == v) {
-      s = buf;
-      break;
-    }
-  }
-  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
-  return s;
-}
-
 std::string wrap(const Expr& child, int min_prec) {
   std::string s = to_source(child);
   if (precedence(child) < min_prec) return "(" + s + ")";
@@ -128,7 +114,7 @@ std::string to_source(const Expr& e) {
     case ExprOp::int_lit:
       return std::to_string(e.ival);
     case ExprOp::float_lit:
-      return float_text(e.fval);
+      return float_repr(e.fval);
     case ExprOp::bool_lit:
       return e.bval ? "True" : "False";
     case ExprOp::none_lit:

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "dtypes.h"
+#include "float_repr.h"
 
 namespace tgen {
 
@@ -31,14 +32,7 @@ std::string cpp_string(std::string_view text) {
 }
 
 std::string cpp_double(double v) {
-  char buf[64];
-  for (int prec = 1; prec <= 17; ++prec) {
-    std::snprintf(buf, sizeof buf, "%.*g", prec, v);
-    if (std::strtod(buf, nullptr) == v) break;
-  }
-  std::string s = buf;
-  if (s.find_first_of(".e") == std::string::npos) s += ".0";
-  return s;
+  return float_repr(v);
 }
 
 std::string cpp_dtype(std::string_view name) {
@@ -152,7 +146,9 @@ class Emitter {
   // The operand converted to kind `k` where C++ needs it (Int → double, enum → string_view).
   std::string as(const Expr& e, const Kind& k) {
     if (k.is(Tag::float_) && e.kind.is_int()) return "static_cast<double>(" + emit(e) + ")";
-    if (k.is_stringy()) return "std::string_view(" + emit(e) + ")";
+    if (k.is_stringy()) {
+      return e.op == ExprOp::str_lit ? emit(e) : "std::string_view(" + emit(e) + ")";
+    }
     return emit(e);
   }
 
@@ -221,10 +217,15 @@ class Emitter {
       type = "std::string_view";
     else
       type = cpp_type(k);
-    std::string out = "ex::in(" + type + "(" + emit(x) + "), {";
+    auto cast = [&](const Expr& e) {
+      const bool same = (e.op == ExprOp::str_lit && type == "std::string_view") ||
+                        (e.op == ExprOp::int_lit && type == "std::int64_t");
+      return same ? emit(e) : type + "(" + emit(e) + ")";
+    };
+    std::string out = "ex::in(" + cast(x) + ", {";
     for (std::size_t i = 0; i < r.args.size(); ++i) {
       if (i) out += ", ";
-      out += type + "(" + emit(*r.args[i]) + ")";
+      out += cast(*r.args[i]);
     }
     return out + "})";
   }

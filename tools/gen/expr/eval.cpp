@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "dtypes.h"
+#include "float_repr.h"
 
 namespace tgen {
 
@@ -31,19 +32,6 @@ bool operator==(const EValue& a, const EValue& b) {
       },
       a.v);
 }
-
-namespace {
-std::string float_repr(double d) {
-  char buf[64];
-  for (int prec = 1; prec <= 17; ++prec) {
-    std::snprintf(buf, sizeof buf, "%.*g", prec, d);
-    if (std::strtod(buf, nullptr) == d) break;
-  }
-  std::string s = buf;
-  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
-  return s;
-}
-}  // namespace
 
 std::string repr(const EValue& value) {
   struct V {

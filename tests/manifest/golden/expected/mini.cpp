@@ -724,7 +724,7 @@ namespace {
 ::tileops::Roofline MiniSplitFwdOp_eval_roofline(const ::tileops::SignatureCall& c) {
   [[maybe_unused]] static constexpr std::string_view kOp = "MiniSplitFwdOp";
   ::tileops::Roofline r;
-  r.flops = static_cast<double>(ex::mul(ex::mul(ex::prod(ex::index_as<::tileops::Sizes>(c.indices[0], kOp, "S")), ex::index_as<std::int64_t>(c.indices[1], kOp, "D")), ((std::string_view(ex::index_as<std::string>(c.indices[4], kOp, "mode")) == std::string_view(std::string_view{"sum"})) ? std::int64_t{2} : std::int64_t{1})));
+  r.flops = static_cast<double>(ex::mul(ex::mul(ex::prod(ex::index_as<::tileops::Sizes>(c.indices[0], kOp, "S")), ex::index_as<std::int64_t>(c.indices[1], kOp, "D")), ((std::string_view(ex::index_as<std::string>(c.indices[4], kOp, "mode")) == std::string_view{"sum"}) ? std::int64_t{2} : std::int64_t{1})));
   r.bytes = c.traffic_bytes();
   return r;
 }
