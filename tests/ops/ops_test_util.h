@@ -17,6 +17,14 @@ inline void expect_close(const Tensor& got, const Tensor& ref, const std::string
   EXPECT_LE(err, tolerance_for(got.dtype())) << what << ": max relative error " << err;
 }
 
+/// Runs the registered reference of `op`.
+inline std::vector<Tensor> run_reference(const char* op, const std::vector<Tensor>& inputs,
+                                         const ParamMap& params) {
+  const ReferenceFn* fn = find_reference(op);
+  EXPECT_NE(fn, nullptr) << "no reference registered for " << op;
+  return (*fn)(inputs, params);
+}
+
 template <class F>
 std::string message_of(F&& f) {
   try {

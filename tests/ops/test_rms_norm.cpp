@@ -12,7 +12,7 @@ using testing_util::message_of;
 const DType kFloatDTypes[] = {DType::float32, DType::float16, DType::bfloat16};
 
 Tensor reference_y(const std::vector<Tensor>& inputs, const ParamMap& params, const char* op) {
-  return (*find_reference(op))(inputs, params)[0];
+  return testing_util::run_reference(op, inputs, params)[0];
 }
 
 TEST(RMSNorm, MatchesReferenceForEveryDTypeAndShape) {
@@ -109,14 +109,14 @@ TEST(RMSNorm, RecordAndRoofline) {
 
 TEST(FusedAddRMSNorm, UpdatesResidualAndNormalizes) {
   for (const DType dtype : kFloatDTypes) {
-    for (const Sizes shape : {Sizes{3, 64}, Sizes{2, 5, 100}, Sizes{1, 4096}}) {
+    for (const Sizes& shape : {Sizes{3, 64}, Sizes{2, 5, 100}, Sizes{1, 4096}}) {
       const Sizes normalized{shape.back()};
       FusedAddRMSNormFwdOp op({.normalized_shape = normalized});
       const Tensor x = Tensor::randn(shape, dtype, 21);
       const Tensor residual = Tensor::randn(shape, dtype, 22);
       const Tensor w = Tensor::randn(normalized, dtype, 23);
-      const auto ref = (*find_reference("FusedAddRMSNormFwdOp"))({x, residual, w},
-                                                                 op.param_values());
+      const auto ref = testing_util::run_reference("FusedAddRMSNormFwdOp", {x, residual, w},
+                                                   op.param_values());
       const Tensor x_before = x.clone();
       const Tensor y = op(x, residual, w);
       expect_close(y, ref[0], "y " + std::string(dtype_name(dtype)));
@@ -132,7 +132,8 @@ TEST(FusedAddRMSNorm, NonContiguousResidualIsWrittenInPlace) {
   const Tensor x = Tensor::randn({4, 32}, DType::float32, 1);
   const Tensor residual = Tensor::randn({32, 4}, DType::float32, 2).transpose(0, 1);
   const Tensor w = Tensor::randn({32}, DType::float32, 3);
-  const auto ref = (*find_reference("FusedAddRMSNormFwdOp"))({x, residual, w}, op.param_values());
+  const auto ref = testing_util::run_reference("FusedAddRMSNormFwdOp", {x, residual, w},
+                                                   op.param_values());
   op(x, residual, w);
   expect_close(residual, ref[1], "strided residual");
 }
