@@ -224,6 +224,8 @@ TEST(Planner, OptionalInputsMakeCombinations) {
       idx: {dtype: P, shape: "[N]", optional: true}
     outputs:
       y: {dtype: T, shape: "[N]"}
+    let:
+      idx_bits: "bits(P) if present(idx) else 0"
   roofline: {flops: "N if present(idx) else 0"}
   workloads:
     - {N: 8, dtype_cases: [{T: float32}], label: without}
@@ -236,7 +238,10 @@ TEST(Planner, OptionalInputsMakeCombinations) {
   EXPECT_EQ(info.combos[1].description, "idx absent");
   EXPECT_TRUE(info.combos[0].plan.known.count("P"));
   EXPECT_FALSE(info.combos[1].plan.known.count("P"));
-  // The roofline is folded per branch.
+  // Lets and the roofline are folded per branch: P is read only where idx is present.
+  EXPECT_EQ(tgen::to_source(*info.combos[0].lets.at("idx_bits")), "bits(P)");
+  EXPECT_EQ(tgen::to_source(*info.combos[1].lets.at("idx_bits")), "0");
+  EXPECT_TRUE(info.combos[1].plan.known.count("idx_bits"));
   EXPECT_EQ(tgen::to_source(*info.combos[0].flops), "N");
   EXPECT_EQ(tgen::to_source(*info.combos[1].flops), "0");
   ASSERT_EQ(info.rows.size(), 2u);

@@ -97,6 +97,7 @@ struct Combo {
   std::vector<std::vector<ShapeItem>> ctor_axes;                // per param
   std::vector<std::vector<ShapeItem>> output_axes;              // per output
   std::vector<std::string> input_decl, output_decl, ctor_decl;  // shape text for messages
+  std::map<std::string, ExprPtr> lets;  // every let, simplified for this branch
   Plan plan;
   std::vector<ExprPtr> rules;  // per shape rule: simplified (null: checked at
                                // construction or always true here)

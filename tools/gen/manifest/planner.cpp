@@ -120,8 +120,8 @@ namespace {
 class Planner {
  public:
   Planner(const OpInfo& info, const std::vector<PlanInput>& inputs, std::set<std::string> known,
-          std::set<std::string>& stuck)
-      : info_(info), in_(inputs), stuck_(stuck) {
+          std::set<std::string>& stuck, const std::map<std::string, ExprPtr>* lets)
+      : info_(info), in_(inputs), stuck_(stuck), lets_(lets) {
     plan_.known = std::move(known);
     for (const auto& i : inputs) plan_.tensors.push_back(i.tensor);
     state_.resize(inputs.size());
@@ -184,16 +184,21 @@ class Planner {
       changed = false;
       for (const auto& name : info_.let_order) {
         if (plan_.known.count(name)) continue;
-        const LetDecl* let = nullptr;
-        for (const auto& l : info_.decl->lets) {
-          if (l.name == name) let = &l;
+        const Expr* expr = nullptr;
+        if (lets_) {
+          auto it = lets_->find(name);
+          if (it != lets_->end()) expr = it->second.get();
+        } else {
+          for (const auto& l : info_.decl->lets) {
+            if (l.name == name) expr = l.expr.ast.get();
+          }
         }
-        if (!let || !let->expr.ast) continue;
-        if (!unknown_names(*let->expr.ast, info_, plan_.known).empty()) continue;
+        if (!expr) continue;
+        if (!unknown_names(*expr, info_, plan_.known).empty()) continue;
         PlanStep s;
         s.k = PlanStep::K::let;
         s.name = name;
-        s.expr = let->expr.ast.get();
+        s.expr = expr;
         plan_.steps.push_back(std::move(s));
         plan_.known.insert(name);
         changed = any = true;
@@ -339,6 +344,7 @@ class Planner {
   const OpInfo& info_;
   const std::vector<PlanInput>& in_;
   std::set<std::string>& stuck_;
+  const std::map<std::string, ExprPtr>* lets_;
   Plan plan_;
   std::vector<TensorState> state_;
 };
@@ -346,8 +352,9 @@ class Planner {
 }  // namespace
 
 Plan make_plan(const OpInfo& info, const std::vector<PlanInput>& inputs,
-               std::set<std::string> known, std::set<std::string>& stuck) {
-  return Planner(info, inputs, std::move(known), stuck).run();
+               std::set<std::string> known, std::set<std::string>& stuck,
+               const std::map<std::string, ExprPtr>* lets) {
+  return Planner(info, inputs, std::move(known), stuck, lets).run();
 }
 
 }  // namespace tgen

@@ -974,8 +974,11 @@ class OpValidator {
     for (const auto& p : op_.params) {
       if (p.is_tensor) known.insert(p.name);
     }
+    for (const auto& l : op_.lets) {
+      if (l.expr.ast) c.lets.emplace(l.name, simplify(*l.expr.ast, env));
+    }
     std::set<std::string> stuck;
-    c.plan = make_plan(info_, plan_in, known, stuck);
+    c.plan = make_plan(info_, plan_in, known, stuck, &c.lets);
     for (const auto& n : stuck) unsolvable(n, c, ncombos);
 
     // Rules (call-time ones), simplified for this branch.
@@ -1005,6 +1008,7 @@ class OpValidator {
     }
     if (c.flops) collect_used(info_, *c.flops, used);
     if (c.bytes) collect_used(info_, *c.bytes, used);
+    for (const auto& [name, e] : c.lets) collect_used(info_, *e, used);  // every let is computed
     for (const auto& n : used) {
       const Symbol* s = info_.symbols.find(n);
       if (s && s->cat == Symbol::Cat::index && !c.plan.known.count(n)) unsolvable(n, c, ncombos);

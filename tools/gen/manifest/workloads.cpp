@@ -13,17 +13,7 @@ namespace tgen {
 
 void collect_used(const OpInfo& info, const Expr& e, std::set<std::string>& used) {
   for (const auto& n : names_read(e)) {
-    const Symbol* s = info.symbols.find(n);
-    if (!s) continue;
-    if (s->cat == Symbol::Cat::let) {
-      if (used.insert(n).second) {
-        for (const auto& l : info.decl->lets) {
-          if (l.name == n && l.expr.ast) collect_used(info, *l.expr.ast, used);
-        }
-      }
-    } else {
-      used.insert(n);
-    }
+    if (info.symbols.find(n)) used.insert(n);
   }
 }
 
@@ -353,6 +343,9 @@ class RowChecker {
     }
     if (op_.flops.ast) use(*op_.flops.ast);
     if (op_.has_bytes && op_.bytes.ast) use(*op_.bytes.ast);
+    for (const auto& l : op_.lets) {
+      if (l.expr.ast) use(*l.expr.ast);  // every let is computed, so what it reads is used
+    }
 
     std::vector<std::string> used_dtypes;
     for (const auto& f : op_.forall) {
@@ -545,11 +538,7 @@ class RowChecker {
       for (const auto& n : info_.let_order) {
         for (const auto& l : op_.lets) {
           if (l.name != n || !l.expr.ast) continue;
-          std::set<std::string> deps;
-          collect_used(info_, *l.expr.ast, deps);
-          bool computable = true;
-          for (const auto& d : deps) computable = computable && (env.lookup(d) || !index(d));
-          if (computable) env.values[n] = eval(*l.expr.ast, env);
+          env.values[n] = eval(*simplify(*l.expr.ast, params_env), env);
         }
       }
       stage = "checking shape rules";

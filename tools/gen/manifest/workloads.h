@@ -49,7 +49,7 @@ const Combo* find_combo(const OpInfo& info,
                         const std::vector<bool>& input_present,
                         const std::vector<bool>& ctor_present);
 
-/// Index names (forall) and lets an expression needs, lets expanded transitively.
+/// The symbols (indices, params, lets) an expression reads.
 void collect_used(const OpInfo& info, const Expr& e, std::set<std::string>& used);
 
 }  // namespace tgen
