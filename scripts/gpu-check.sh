@@ -15,6 +15,7 @@ build="${TILEOPS_BUILD_DIR:-build-gpu}"
 jobs="${JOBS:-$(nproc)}"
 logs="${OUT:-$build/gpu-check}"
 mkdir -p "$logs"
+export PYTHONUNBUFFERED=1
 if [[ -d /usr/local/cuda/bin && ":$PATH:" != *":/usr/local/cuda/bin:"* ]]; then
   export PATH="$PATH:/usr/local/cuda/bin"
 fi
@@ -38,13 +39,21 @@ names=()
 results=()
 times=()
 notes=()
+# The whole check stays within GPU_CHECK_BUDGET_S (default 570 s): each step's time limit is
+# the smaller of its own and what is left.
+deadline=$((SECONDS + ${GPU_CHECK_BUDGET_S:-570}))
 # run NAME TIMEOUT_S LOG -- command...: runs a step with a time limit, logs it, records the result.
 run() {
   local name=$1 limit=$2 log=$3
   shift 4
-  local t0=$SECONDS rc
-  echo "== $name"
-  timeout --kill-after=10 "$limit" "$@" 2>&1 | tee "$logs/$log"
+  local t0=$SECONDS rc left=$((deadline - SECONDS))
+  ((left < limit)) && limit=$left
+  if ((limit < 5)); then
+    names+=("$name") results+=("SKIPPED") times+=("0s") notes+=("no time left")
+    return 1
+  fi
+  echo "== $name (limit ${limit}s)"
+  timeout --kill-after=10 "$limit" "$@" 2>&1 | tee -a "$logs/$log"
   rc=${PIPESTATUS[0]}
   names+=("$name")
   times+=("$((SECONDS - t0))s")
@@ -59,34 +68,41 @@ run() {
   return $rc
 }
 
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$logs/gpu.txt" 2>&1 ||
-  echo "nvidia-smi failed" > "$logs/gpu.txt"
-git rev-parse --short HEAD > "$logs/commit.txt" 2>/dev/null || echo unknown > "$logs/commit.txt"
+# At most 8 log files (what a remote runner may bring back): info, build, ctest-gpu, calibrate,
+# bench.log, bench.json, peers.log, peers.csv.
+rm -f "$logs"/{info.txt,build.log,ctest-gpu.log,calibrate.log,bench.log,bench.json,peers.log,peers.csv}
+gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "commit: $commit$(git diff --quiet HEAD 2>/dev/null || echo ' (tree differs from the commit)')"
+  echo "gpu: $gpu"
+  echo "nvcc: $(nvcc --version 2>/dev/null | tail -1)"
+  echo "host: $(nproc) cores, $(uname -r)"
+} > "$logs/info.txt"
 
 ok=1
-run "configure (sm_90a)" 120 configure.log -- \
+run "configure (sm_90a)" 90 build.log -- \
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTILEOPS_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90a -DTILEOPS_BUILD_TESTS=ON -DTILEOPS_BUILD_BENCH=ON \
   -DTILEOPS_WERROR="${TILEOPS_WERROR:-OFF}" || ok=0
 if ((ok)); then
-  run "build (-j$jobs)" 300 build.log -- cmake --build "$build" -j "$jobs" || ok=0
+  run "build (-j$jobs)" 240 build.log -- cmake --build "$build" -j "$jobs" || ok=0
 fi
 tileops="$build/tools/cli/tileops"
 if ((ok)); then
-  run "ctest -L gpu" 120 ctest-gpu.log -- \
+  run "ctest -L gpu" 90 ctest-gpu.log -- \
     ctest --test-dir "$build" --output-on-failure -j 4 -L gpu
   run "calibrate cuda" 60 calibrate.log -- "$tileops" calibrate --device cuda
-  run "bench --all --device cuda" 150 bench.log -- \
-    "$tileops" bench --all --device cuda --format table
-  "$tileops" bench --all --device cuda --format json --quiet --budget-ms 50 \
-    > "$logs/bench.json" 2> /dev/null || true
+  run "bench --all --device cuda" 180 bench.log -- \
+    "$tileops" bench --all --device cuda --format table --json "$logs/bench.json"
   if [[ -f bench/peers.py ]]; then
-    run "peers (bench/peers.py)" 150 peers.log -- python3 bench/peers.py
+    run "peers (bench/peers.py)" 240 peers.log -- python3 bench/peers.py --csv "$logs/peers.csv"
   fi
 fi
 
 echo
-echo "== summary: $(cat "$logs/gpu.txt"), commit $(cat "$logs/commit.txt"), logs in $logs"
+echo "== summary: $gpu, commit $commit, logs in $logs"
 if [[ -f "$logs/ctest-gpu.log" ]]; then
   echo "gpu tests: $(grep -E 'tests passed|tests failed' "$logs/ctest-gpu.log" | tail -1)"
 fi

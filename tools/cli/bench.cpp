@@ -57,6 +57,8 @@ CLI::App* add_bench_command(CLI::App& app, BenchOptions& options) {
   cmd->add_option("--max-iters", options.max_iters, "Most timed calls per case")
       ->check(CLI::PositiveNumber)
       ->default_str("200");
+  cmd->add_option("--json", options.json_path,
+                  "Also write the results as JSON to this file (whatever --format is)");
   cmd->add_flag("--no-check", options.no_check, "Do not compare with the reference");
   cmd->add_flag("-q,--quiet", options.quiet, "No progress lines on stderr");
   return cmd;
@@ -311,6 +313,31 @@ Table display_table(const std::vector<CaseResult>& results) {
   return t;
 }
 
+std::string json_document(const BenchOptions& options, Device device,
+                          const perf::HardwareProfile& profile,
+                          const std::vector<CaseResult>& results, std::size_t pass,
+                          std::size_t fail, std::size_t error, std::size_t other) {
+  std::string peaks;
+  for (const auto& [key, rate] : profile.flops_per_s) {
+    if (!peaks.empty()) peaks += ", ";
+    peaks += json_string(key) + ": " + json_number(rate);
+  }
+  std::string out = fmt::format("{{\n  \"tileops_version\": {},\n  \"device\": {},\n",
+                                json_string(TILEOPS_VERSION_STRING), json_string(device.str()));
+  out += fmt::format(
+      "  \"profile\": {{\"name\": {}, \"source\": {}, \"mem_bandwidth_bytes_per_s\": {}, "
+      "\"flops_per_s\": {{{}}}}},\n",
+      json_string(profile.name), json_string(profile.source),
+      json_number(profile.mem_bandwidth_bytes_per_s), peaks);
+  out += fmt::format("  \"seed\": {},\n  \"budget_ms\": {},\n  \"results\": {},\n", options.seed,
+                     json_number(options.budget_ms), render_json_rows(full_table(results), 2));
+  out += fmt::format(
+      "  \"summary\": {{\"cases\": {}, \"passed\": {}, \"failed\": {}, \"errors\": {}, "
+      "\"unchecked\": {}}}\n}}\n",
+      results.size(), pass, fail, error, other);
+  return out;
+}
+
 }  // namespace
 
 int run_bench(const BenchOptions& options) {
@@ -453,30 +480,19 @@ int run_bench(const BenchOptions& options) {
       fmt::print("{}\n", summary);
       break;
     }
-    case Format::json: {
-      std::string peaks;
-      for (const auto& [key, rate] : profile.flops_per_s) {
-        peaks +=
-            fmt::format("{}{}: {}", peaks.empty() ? "" : ", ", json_string(key), json_number(rate));
-      }
-      fmt::print("{{\n  \"tileops_version\": {},\n  \"device\": {},\n",
-                 json_string(TILEOPS_VERSION_STRING), json_string(device.str()));
-      fmt::print(
-          "  \"profile\": {{\"name\": {}, \"source\": {}, \"mem_bandwidth_bytes_per_s\": {}, "
-          "\"flops_per_s\": {{{}}}}},\n",
-          json_string(profile.name), json_string(profile.source),
-          json_number(profile.mem_bandwidth_bytes_per_s), peaks);
-      fmt::print("  \"seed\": {},\n  \"results\": {},\n", options.seed,
-                 render_json_rows(full_table(results), 2));
-      fmt::print(
-          "  \"summary\": {{\"cases\": {}, \"passed\": {}, \"failed\": {}, \"errors\": {}, "
-          "\"unchecked\": {}}}\n}}\n",
-          results.size(), pass, fail, error, other);
+    case Format::json:
+      fmt::print("{}", json_document(options, device, profile, results, pass, fail, error, other));
       break;
-    }
     case Format::csv:
       fmt::print("{}", render_csv(full_table(results)));
       break;
+  }
+  if (!options.json_path.empty()) {
+    std::FILE* f = std::fopen(options.json_path.c_str(), "w");
+    if (f == nullptr)
+      throw UsageFailure(fmt::format("--json {}: cannot be written", options.json_path));
+    fmt::print(f, "{}", json_document(options, device, profile, results, pass, fail, error, other));
+    std::fclose(f);
   }
   if (!options.quiet && options.format != Format::table) fmt::print(stderr, "{}\n", summary);
   return fail + error > 0 ? kExitFailure : 0;

@@ -118,6 +118,7 @@ struct BenchOptions {
   double warmup_ms = 25;
   std::optional<int> min_iters;
   int max_iters = 200;
+  std::string json_path;
   bool no_check = false;
   bool quiet = false;
 };
