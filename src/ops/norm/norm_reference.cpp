@@ -22,13 +22,13 @@ double round_to(double v, DType dtype) {
 
 std::vector<Tensor> rms_norm_reference(std::span<const Tensor> inputs, const ParamMap& params,
                                        bool fused) {
-  const Tensor& x = inputs[0];
-  const Tensor& weight = fused ? inputs[2] : inputs[1];
+  const Tensor x = inputs[0].to(Device::cpu());
+  const Tensor weight = (fused ? inputs[2] : inputs[1]).to(Device::cpu());
   const double eps = std::get<double>(params.at("eps"));
   const std::int64_t cols = normalized_cols(params);
   const std::vector<double> xv = x.to_vector();
   const std::vector<double> wv = weight.to_vector();
-  std::vector<double> rv = fused ? inputs[1].to_vector() : std::vector<double>{};
+  std::vector<double> rv = fused ? inputs[1].to(Device::cpu()).to_vector() : std::vector<double>{};
   const std::int64_t rows = cols == 0 ? 0 : static_cast<std::int64_t>(xv.size()) / cols;
   Tensor y = Tensor::empty(x.sizes(), DType::float32);
   Tensor residual_out = fused ? Tensor::empty(x.sizes(), DType::float32) : Tensor();

@@ -11,9 +11,10 @@ namespace tileops {
 namespace {
 
 std::vector<Tensor> long_rope_reference(std::span<const Tensor> inputs, const ParamMap& params) {
-  const Tensor& x = inputs[0];
-  const Tensor positions = inputs.size() > 1 ? inputs[1] : Tensor();
-  const std::vector<double> factors = std::get<Tensor>(params.at("rescale_factors")).to_vector();
+  const Tensor x = inputs[0].to(Device::cpu());
+  const Tensor positions =
+      inputs.size() > 1 && inputs[1].defined() ? inputs[1].to(Device::cpu()) : Tensor();
+  const std::vector<double> factors = std::get<Tensor>(params.at("rescale_factors")).to(Device::cpu()).to_vector();
   const double base = std::get<double>(params.at("base"));
   const auto max_pos = std::get<std::int64_t>(params.at("max_position_embeddings"));
   const auto orig_pos = std::get<std::int64_t>(params.at("original_max_position_embeddings"));
