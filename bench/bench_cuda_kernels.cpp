@@ -13,6 +13,12 @@
 //   TILEOPS_BENCH_FLUSH=... "memset" (default), "memset+read" (then also read 128 MB of the
 //                           flush buffer back to the host, so that no dirty flush lines are left in
 //                           L2 to be written back during the timed kernel), or "none"
+//   TILEOPS_BENCH_GRAPH=N   time a CUDA graph of N back-to-back launches (one flush before the
+//                           graph, none between its launches) and report its time / N: the
+//                           kernel time without the event and launch overheads (decode sizes)
+// A reference "copy/<bytes>" case times cudaMemcpyAsync device to device of the same byte count
+// (half read, half written) under the same flush and timing, so each figure can be read as a
+// fraction of a copy measured the same way.
 // Without CUDA or without a device it prints a message and exits 0.
 #include <benchmark/benchmark.h>
 
@@ -30,6 +36,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -55,6 +62,12 @@ Flush flush_mode() {
   if (v == nullptr || std::strcmp(v, "memset") == 0) return Flush::memset;
   if (std::strcmp(v, "memset+read") == 0) return Flush::memset_read;
   return Flush::none;
+}
+
+int graph_launches() {
+  const char* v = std::getenv("TILEOPS_BENCH_GRAPH");
+  const int n = v != nullptr ? std::atoi(v) : 0;
+  return n > 0 ? n : 0;
 }
 
 int repetitions() {
@@ -158,7 +171,8 @@ void* device_copy(const std::string& name, const void* data, size_t bytes) {
 }
 
 // Times `launch` (which enqueues one kernel on the stream and may throw): one warm-up, then each
-// iteration flushes L2 (untimed) and times one launch with events.
+// iteration flushes L2 (untimed) and times one launch with events, or, with TILEOPS_BENCH_GRAPH=N,
+// one replay of a graph of N launches (the time reported is the replay's time / N).
 void time_launches(benchmark::State& state, int64_t bytes, const std::function<void()>& launch) {
   Gpu& g = gpu();
   if (!g.error.empty()) {
@@ -166,6 +180,7 @@ void time_launches(benchmark::State& state, int64_t bytes, const std::function<v
     return;
   }
   const Flush flush = flush_mode();
+  const int per_graph = graph_launches();
   try {
     launch();
   } catch (const std::exception& e) {
@@ -176,6 +191,29 @@ void time_launches(benchmark::State& state, int64_t bytes, const std::function<v
     state.SkipWithError(cuda_error(err, "warm-up").c_str());
     return;
   }
+  cudaGraphExec_t exec = nullptr;
+  if (per_graph > 0) {
+    cudaGraph_t graph = nullptr;
+    cudaError_t err = cudaStreamBeginCapture(g.stream, cudaStreamCaptureModeThreadLocal);
+    if (err == cudaSuccess) {
+      try {
+        for (int i = 0; i < per_graph; ++i) launch();
+      } catch (const std::exception&) {
+        err = cudaErrorUnknown;
+      }
+      const cudaError_t end = cudaStreamEndCapture(g.stream, &graph);
+      if (err == cudaSuccess) err = end;
+    }
+    if (err == cudaSuccess) err = cudaGraphInstantiate(&exec, graph, 0);
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    if (err == cudaSuccess) err = cudaGraphLaunch(exec, g.stream);  // warm-up replay
+    if (err == cudaSuccess) err = cudaStreamSynchronize(g.stream);
+    if (err != cudaSuccess) {
+      if (exec != nullptr) cudaGraphExecDestroy(exec);
+      state.SkipWithError(cuda_error(err, "graph capture").c_str());
+      return;
+    }
+  }
   int flip = 0;
   for (auto _ : state) {
     if (flush != Flush::none) {
@@ -184,18 +222,41 @@ void time_launches(benchmark::State& state, int64_t bytes, const std::function<v
         cudaMemcpyAsync(g.host_sink, g.flush, kFlushReadBytes, cudaMemcpyDeviceToHost, g.stream);
     }
     cudaEventRecord(g.start, g.stream);
-    launch();
+    if (exec != nullptr) {
+      cudaGraphLaunch(exec, g.stream);
+    } else {
+      launch();
+    }
     cudaEventRecord(g.stop, g.stream);
     if (const cudaError_t err = cudaEventSynchronize(g.stop); err != cudaSuccess) {
+      if (exec != nullptr) cudaGraphExecDestroy(exec);
       state.SkipWithError(cuda_error(err, "timed launch").c_str());
       return;
     }
     float ms = 0.f;
     cudaEventElapsedTime(&ms, g.start, g.stop);
-    state.SetIterationTime(static_cast<double>(ms) * 1e-3);
+    state.SetIterationTime(static_cast<double>(ms) * 1e-3 / std::max(1, per_graph));
   }
+  if (exec != nullptr) cudaGraphExecDestroy(exec);
   state.SetBytesProcessed(state.iterations() * bytes);
   state.counters["GB"] = static_cast<double>(bytes) * 1e-9;
+}
+
+// The reference: a device-to-device copy of bytes / 2 (bytes counts the read and the write).
+void bench_copy(benchmark::State& state, int64_t bytes) {
+  const size_t half = static_cast<size_t>(bytes / 2);
+  void* src = random_buffer("copy/src", half / 2, DType::bfloat16, 0.05f, 2.0f);
+  void* dst = random_buffer("copy/dst", half / 2, DType::bfloat16, 0.05f, 2.0f);
+  if (src == nullptr || dst == nullptr) {
+    state.SkipWithError("device allocation failed");
+    return;
+  }
+  time_launches(state, bytes, [&] {
+    if (const cudaError_t err =
+            cudaMemcpyAsync(dst, src, half, cudaMemcpyDeviceToDevice, gpu().stream);
+        err != cudaSuccess)
+      throw std::runtime_error(cuda_error(err, "cudaMemcpyAsync"));
+  });
 }
 
 const char* dtype_tag(DType d) {
@@ -307,6 +368,13 @@ void finish(benchmark::internal::Benchmark* b) {
 void register_all(bool tune) {
   int device = 0;
   cudaGetDevice(&device);
+  // Copies of the byte counts of the cases below (bf16 [2048, 16384] read + write: 134 MB;
+  // [2048, 4096]: 33.5 MB; fused [2048, 16384]: 268 MB; decode [1, 4096]: 16 KB).
+  for (const int64_t bytes : {int64_t{2048} * 16384 * 4, int64_t{2048} * 4096 * 4,
+                              int64_t{2048} * 16384 * 8, int64_t{4096} * 4}) {
+    finish(
+        benchmark::RegisterBenchmark(("copy/" + std::to_string(bytes)).c_str(), bench_copy, bytes));
+  }
   const RmsCase rms_cases[] = {
       {DType::bfloat16, 2048, 16384, false}, {DType::bfloat16, 2048, 4096, false},
       {DType::bfloat16, 1, 4096, false},     {DType::bfloat16, 16384, 8192, false},

@@ -22,4 +22,26 @@ g++ "${cxxflags[@]}" bench/bench_cuda_kernels.cpp src/core/dtype.cpp "$build/nor
 wait
 grep -E "registers|spill" "$out"/ptxas-*.txt | sort | uniq -c | sort -rn | head -20 || true
 "$build/kernel_tests" --gtest_brief=1 2>&1 | tee "$out/kernel_tests.txt" | tail -30
-"$build/bench_kernels" --benchmark_min_time=0.2 2>&1 | tee "$out/bench_kernels.txt"
+# The benchmark under each timing method (see bench/bench_cuda_kernels.cpp):
+#   memset:      L2 flushed by a 256 MB memset before each launch (the op bench's method; the
+#                flush's dirty lines are written back during the timed kernel)
+#   memset+read: the same, then 128 MB of the flush buffer read back, so L2 is cold and clean
+#   graph:       decode sizes only, a CUDA graph of 200 back-to-back launches, no flush, time / 200
+# TILEOPS_BENCH_TUNE=1 times every tuning configuration, with memset+read.
+bench=("$build/bench_kernels" --benchmark_min_time=0.2)
+TILEOPS_BENCH_FLUSH=memset TILEOPS_BENCH_TUNE=0 "${bench[@]}" > "$out/bench_memset.txt" 2>&1
+TILEOPS_BENCH_FLUSH=memset+read TILEOPS_BENCH_TUNE=0 "${bench[@]}" > "$out/bench_clean.txt" 2>&1
+TILEOPS_BENCH_FLUSH=none TILEOPS_BENCH_GRAPH=200 TILEOPS_BENCH_TUNE=0 "${bench[@]}" \
+  --benchmark_filter='copy/16384$|/1x4096$|32x1x32x128$' > "$out/bench_graph.txt" 2>&1
+if [[ "${TILEOPS_BENCH_TUNE:-0}" != 0 ]]; then
+  TILEOPS_BENCH_FLUSH=memset+read TILEOPS_BENCH_REPS=${TILEOPS_BENCH_REPS:-21} "${bench[@]}" \
+    --benchmark_filter="${TILEOPS_BENCH_TUNE_FILTER:-.}" > "$out/bench_tune.txt" 2>&1 || true
+  grep -E "_median" "$out/bench_tune.txt" | awk '{b=""; for(i=1;i<=NF;i++) if($i ~ /^bytes_per_second=/) b=$i; print $1, $2, b}' \
+    | sed -e 's/_median//' -e 's/repeats:[0-9]*.manual_time//' \
+    | sort -k1,1 > "$out/tune_medians.txt"
+fi
+for m in memset clean graph; do
+  echo "== $m (median)"
+  grep -E "_median|ERROR|error" "$out/bench_$m.txt" | awk '{b=""; for(i=1;i<=NF;i++) if($i ~ /^bytes_per_second=/) b=$i; printf "%-44s %9s %s %s %s\n", $1, $2, $3, b, $NF}' \
+    | sed -e 's/_median//' -e 's/repeats:[0-9]*.manual_time//'  || true
+done
