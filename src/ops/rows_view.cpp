@@ -3,6 +3,10 @@
 namespace tileops::detail {
 
 std::optional<Tensor> rows_view(const Tensor& t, std::int64_t rows, std::int64_t cols) {
+  // Already rows: no new view (the common case of a [tokens, hidden] activation).
+  if (t.dim() == 2 && t.size(0) == rows && t.size(1) == cols && (cols <= 1 || t.stride(1) == 1)) {
+    return t;
+  }
   if (t.is_contiguous()) return t.view({rows, cols});
   // Collapse the trailing dims into one contiguous row and the leading dims into one row stride.
   const auto& sizes = t.sizes();

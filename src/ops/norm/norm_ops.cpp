@@ -40,6 +40,12 @@ std::int64_t product(const Sizes& sizes) {
   return n;
 }
 
+/// The weight as one contiguous row of `cols` (no new view when it already is one).
+Tensor weight_row(const Tensor& weight, std::int64_t cols) {
+  if (weight.dim() == 1 && weight.is_contiguous()) return weight;
+  return weight.contiguous().view({cols});
+}
+
 /// Runs `body` on a [rows, cols] view of `y`, or on a scratch tensor copied into `y` after.
 template <class Body>
 void write_rows(const Tensor& y, std::int64_t rows, std::int64_t cols, Body&& body) {
@@ -68,9 +74,9 @@ void RMSNormFwdOp::forward(const SignatureCall& call, const Tensor& x, const Ten
   spec.dtype = x.dtype();
   auto& kernel = kernel_for<RmsNormInterface>(spec);
   const Tensor x_rows = detail::rows_or_copy(x, rows, cols);
-  const Tensor w = weight.contiguous();
+  const Tensor w = weight_row(weight, cols);
   write_rows(y, rows, cols, [&](const Tensor& y_rows) {
-    kernel.forward(x_rows, nullptr, w.view({cols}), y_rows, params().eps);
+    kernel.forward(x_rows, nullptr, w, y_rows, params().eps);
   });
 }
 
@@ -93,12 +99,12 @@ void FusedAddRMSNormFwdOp::forward(const SignatureCall& call, const Tensor& x,
   spec.fused_add = true;
   auto& kernel = kernel_for<RmsNormInterface>(spec);
   const Tensor x_rows = detail::rows_or_copy(x, rows, cols);
-  const Tensor w = weight.contiguous();
+  const Tensor w = weight_row(weight, cols);
   // residual is written in place: work on a view of it, or on a copy written back.
   write_rows(residual, rows, cols, [&](const Tensor& r_rows) {
     if (!detail::rows_view(residual, rows, cols)) r_rows.copy_(residual.reshape({rows, cols}));
     write_rows(y, rows, cols, [&](const Tensor& y_rows) {
-      kernel.forward(x_rows, &r_rows, w.view({cols}), y_rows, params().eps);
+      kernel.forward(x_rows, &r_rows, w, y_rows, params().eps);
     });
   });
 }
