@@ -1,7 +1,7 @@
 // Backend plugins: shared libraries named in TILEOPS_BACKENDS (':'-separated), loaded once per
-// process in sorted order. A plugin registers from its static initialisers; when loading fails
-// or registration throws, every registration it made is rolled back and the reason is kept in
-// load_failures().
+// process in sorted order. A plugin exports `extern "C" void tileops_backend_register()`, which
+// makes its registrations; when loading fails, the symbol is missing or registration throws,
+// every registration the plugin made is rolled back and the reason is kept in load_failures().
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -48,12 +48,23 @@ void load_plugin(const std::string& path) {
   std::string failure;
   try {
     // RTLD_NODELETE keeps registered callables valid for the life of the process.
-    if (dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) == nullptr) {
+    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (handle == nullptr) {
       const char* err = dlerror();
       failure = err != nullptr ? err : "dlopen failed";
+    } else {
+      using RegisterFn = void (*)();
+      auto* fn = reinterpret_cast<RegisterFn>(dlsym(handle, "tileops_backend_register"));
+      if (fn == nullptr) {
+        failure = "the library exports no tileops_backend_register()";
+      } else {
+        fn();
+      }
     }
   } catch (const std::exception& e) {
     failure = e.what();
+  } catch (...) {
+    failure = "tileops_backend_register() threw a non-standard exception";
   }
   {
     std::lock_guard lock(state.mutex);
