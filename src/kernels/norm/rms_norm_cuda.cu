@@ -688,6 +688,15 @@ RmsNormConfig rms_norm_default_config(int64_t rows, int64_t cols, DType dtype, i
         return make_config(tpr, 1, nv, true);
     }
   }
+  if (nvec <= 512) {
+    // Rows of up to 512 vectors (bf16 <= 4096): 4 vectors a thread (128 threads for 512), the
+    // weight slice in registers, loaded with the first row. Measured on the H200 (2026-11-29,
+    // bf16 [2048, 4096], cold clean L2): 18.9 us against 27.1 us for 8 vectors x 64 threads x 2
+    // rows, whose per-row load -> reduce -> store chain ran in 1.3 waves.
+    const int tpr = resident_tpr(nvec, 4, 512);
+    const int rpb = tpr < 128 && 128 % tpr == 0 ? 128 / tpr : 1;
+    return make_config(tpr * rpb, rpb, 4, true);
+  }
   // Throughput: 8 vectors (128 bytes) in flight per thread, so that a multiprocessor holds as
   // many rows as its registers allow (phases of different rows overlap); the weight from L1 after
   // the reduction. Blocks of at least 128 threads.
