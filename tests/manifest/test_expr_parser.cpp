@@ -69,6 +69,7 @@ TEST(ExprParser, Literals) {
   EXPECT_EQ(norm("None"), "None");
   EXPECT_EQ(norm("'sd'"), "'sd'");
   EXPECT_EQ(norm("\"bshd\""), "'bshd'");
+  EXPECT_EQ(norm("\"it's\""), "\"it's\"");
   EXPECT_EQ(norm("(1,)"), "(1,)");
   EXPECT_EQ(norm("()"), "()");
   EXPECT_EQ(norm("[1, 2]"), "[1, 2]");
@@ -113,6 +114,7 @@ TEST(ExprParser, SyntaxErrorsWithColumns) {
       {"a b", 3, "unexpected 'b'"},
       {"a.", 3, "expected an attribute name after '.'"},
       {"a.if", 3, "expected an attribute name after '.'"},
+      {"2 .x", 3, "an attribute applies only to a name"},
       {"lambda: 1", 1, "lambda is not supported"},
       {"[x for x in S]", 4, "expected ']' or ',', got 'for'"},
       {"for", 1, "comprehensions are not supported"},

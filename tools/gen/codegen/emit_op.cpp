@@ -781,7 +781,11 @@ class OpEmitter {
   void shape_build(Code& c, const std::string& var, const std::vector<ShapeItem>& axes,
                    const std::string& output, const std::string& decl, CppNames& names) {
     c.line("::tileops::Sizes " + var + ";");
-    if (axes.size() > 1) c.line(var + ".reserve(" + std::to_string(axes.size()) + ");");
+    const bool has_splice =
+        std::any_of(axes.begin(), axes.end(), [](const ShapeItem& a) { return a.splice; });
+    if (axes.size() > 1 && !has_splice) {
+      c.line(var + ".reserve(" + std::to_string(axes.size()) + ");");
+    }
     for (const auto& a : axes) {
       if (a.splice) {
         c.line("ex::append(" + var + ", " + emit_cpp(*a.expr, names) + ");");

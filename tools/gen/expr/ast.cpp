@@ -120,6 +120,8 @@ std::string to_source(const Expr& e) {
     case ExprOp::none_lit:
       return "None";
     case ExprOp::str_lit:
+      // Strings have no escapes, so a string holds at most one kind of quote.
+      if (e.sval.find('\'') != std::string::npos) return "\"" + e.sval + "\"";
       return "'" + e.sval + "'";
     case ExprOp::name:
       return e.sval;

@@ -33,6 +33,11 @@ bool lex(std::string_view src, std::vector<Token>& out, ExprError& err) {
   out.clear();
   std::size_t i = 0;
   const std::size_t n = src.size();
+  if (n > kMaxExprLength) {
+    err.col = 1;
+    err.message = "expression longer than " + std::to_string(kMaxExprLength) + " characters";
+    return false;
+  }
   auto fail = [&](std::size_t at, std::string msg) {
     err.col = static_cast<int>(at) + 1;
     err.message = std::move(msg);

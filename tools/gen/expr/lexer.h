@@ -24,6 +24,9 @@ struct Token {
   double fval = 0;
 };
 
+/// The longest expression accepted (keeps every recursive walk of an AST shallow).
+inline constexpr std::size_t kMaxExprLength = 4096;
+
 /// Splits `src` into tokens (ending with an `end` token). False, with `err`, on a lexical error.
 bool lex(std::string_view src, std::vector<Token>& out, ExprError& err);
 

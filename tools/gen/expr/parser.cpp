@@ -275,6 +275,7 @@ class Parser {
         if (is_slice) s->args.push_back(std::move(hi));
         e = std::move(s);
       } else if (peek_op(".")) {
+        if (e->op != ExprOp::name) return fail(cur().col, "an attribute applies only to a name");
         const int col = next().col;
         if (cur().kind != TokKind::name || is_keyword(cur().text)) {
           return fail(cur().col, "expected an attribute name after '.'");

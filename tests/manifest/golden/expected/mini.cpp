@@ -672,12 +672,10 @@ MiniSplitFwdOpParams MiniSplitFwdOp_params_from_map(const ::tileops::ParamMap& m
         ex::join_device(kOp, device, device_from, p.scale, "scale");
       }
       ::tileops::Sizes o_lo;
-      o_lo.reserve(2);
       ex::append(o_lo, v_S);
       o_lo.push_back(ex::output_axis(kOp, "lo", "[*S, D]", ex::len(o_lo), v_D));
       const ::tileops::DType od_lo = v_T;
       ::tileops::Sizes o_hi;
-      o_hi.reserve(2);
       ex::append(o_hi, v_S);
       o_hi.push_back(ex::output_axis(kOp, "hi", "[*S, D]", ex::len(o_hi), v_D));
       const ::tileops::DType od_hi = v_T;
@@ -766,14 +764,12 @@ namespace {
   {
     {
       ::tileops::Sizes shape;
-      shape.reserve(2);
       ex::append(shape, ex::need(o_S, kOp, "S"));
       shape.push_back(ex::mul(std::int64_t{2}, ex::need(o_D, kOp, "D")));
       ic.inputs[0] = ::tileops::InstantiatedCase::InputSpec{ex::need(o_T, kOp, "T"), std::move(shape)};
     }
     {
       ::tileops::Sizes shape;
-      shape.reserve(2);
       ex::append(shape, ex::need(o_S, kOp, "S"));
       shape.push_back(ex::need(o_D, kOp, "D"));
       ic.inputs[1] = ::tileops::InstantiatedCase::InputSpec{::tileops::DType::float32, std::move(shape)};
