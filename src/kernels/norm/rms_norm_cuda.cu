@@ -12,6 +12,8 @@
 // threads / threads_per_row rows at once.
 #include "kernels/norm/rms_norm_cuda.h"
 
+#include "kernels/cuda_vectors.cuh"
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -32,31 +34,12 @@
 namespace tileops::cuda_kernels {
 namespace {
 
-// ---------------------------------------------------------------------------------------------
-// Device helpers. A vector of N elements of T travels as one raw word of N * sizeof(T) bytes
-// (uint4, uint2, unsigned int or unsigned short) and is converted to and from fp32 word by word.
-
-template <int Bytes>
-struct RawOf;
-template <>
-struct RawOf<16> {
-  using type = uint4;
-};
-template <>
-struct RawOf<8> {
-  using type = uint2;
-};
-template <>
-struct RawOf<4> {
-  using type = unsigned int;
-};
-template <>
-struct RawOf<2> {
-  using type = unsigned short;
-};
-
-template <typename T, int N>
-using Raw = typename RawOf<static_cast<int>(sizeof(T)) * N>::type;
+// Device helpers (vector loads and conversions: kernels/cuda_vectors.cuh).
+using vec::load_nc;
+using vec::load_once;
+using vec::pack;
+using vec::Raw;
+using vec::unpack;
 
 // Plain (weak, coherent for the thread) global load: y may alias x, a thread may re-read what it
 // wrote.
@@ -65,90 +48,15 @@ __device__ __forceinline__ Raw<T, N> load_global(const T* p) {
   return *reinterpret_cast<const Raw<T, N>*>(p);
 }
 
-// The same, for data read once (ld.global.cs: evict-first): keeps x from pushing the weight out
-// of L1.
-template <typename T, int N>
-__device__ __forceinline__ Raw<T, N> load_once(const T* p) {
-  return __ldcs(reinterpret_cast<const Raw<T, N>*>(p));
-}
-
 // Brings a line of the weight into L1 ahead of its use; no register is held.
 __device__ __forceinline__ void prefetch_l1(const void* p) {
   asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
-}
-
-// The weight: read-only for the whole kernel (ld.global.nc), kept in L1 across rows.
-template <typename T, int N>
-__device__ __forceinline__ Raw<T, N> load_nc(const T* p) {
-  return __ldg(reinterpret_cast<const Raw<T, N>*>(p));
 }
 
 // A plain store (a 16-byte vector: one STG.E.128; checked in the SASS of every instantiation).
 template <typename T, int N>
 __device__ __forceinline__ void store(T* p, const Raw<T, N>& v) {
   *reinterpret_cast<Raw<T, N>*>(p) = v;
-}
-
-template <typename T, int N>
-__device__ __forceinline__ void unpack(const Raw<T, N>& raw, float (&f)[N]) {
-  constexpr int kBytes = static_cast<int>(sizeof(T)) * N;
-  if constexpr (kBytes == 2) {
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-      f[0] = __uint_as_float(static_cast<unsigned int>(raw) << 16);
-    } else {
-      f[0] = __half2float(__ushort_as_half(raw));
-    }
-  } else {
-    constexpr int kWords = kBytes / 4;
-    unsigned int w[kWords];
-    __builtin_memcpy(w, &raw, kBytes);
-#pragma unroll
-    for (int i = 0; i < kWords; ++i) {
-      if constexpr (std::is_same_v<T, float>) {
-        f[i] = __uint_as_float(w[i]);
-      } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-        f[2 * i] = __uint_as_float(w[i] << 16);
-        f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-      } else {
-        __half2 h;
-        __builtin_memcpy(&h, &w[i], 4);
-        const float2 t = __half22float2(h);
-        f[2 * i] = t.x;
-        f[2 * i + 1] = t.y;
-      }
-    }
-  }
-}
-
-// Rounds to T (round to nearest even) and packs.
-template <typename T, int N>
-__device__ __forceinline__ Raw<T, N> pack(const float (&f)[N]) {
-  constexpr int kBytes = static_cast<int>(sizeof(T)) * N;
-  if constexpr (kBytes == 2) {
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-      return __bfloat16_as_ushort(__float2bfloat16_rn(f[0]));
-    } else {
-      return __half_as_ushort(__float2half_rn(f[0]));
-    }
-  } else {
-    constexpr int kWords = kBytes / 4;
-    unsigned int w[kWords];
-#pragma unroll
-    for (int i = 0; i < kWords; ++i) {
-      if constexpr (std::is_same_v<T, float>) {
-        w[i] = __float_as_uint(f[i]);
-      } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-        const __nv_bfloat162 t = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
-        __builtin_memcpy(&w[i], &t, 4);
-      } else {
-        const __half2 t = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
-        __builtin_memcpy(&w[i], &t, 4);
-      }
-    }
-    Raw<T, N> raw;
-    __builtin_memcpy(&raw, w, kBytes);
-    return raw;
-  }
 }
 
 template <typename T>
