@@ -58,7 +58,7 @@ fi
 
 step "done"
 summary() { grep -E "tests passed|tests failed|No tests were found" "$1" | tail -1; }
-skipped_gpu=$(grep -c "(Skipped)\|\*\*\*Skipped" "$logs/gpu.log" || true)
+skipped_gpu=$(grep -c "(Skipped)$" "$logs/gpu.log" || true)
 echo "gpu tests: $(summary "$logs/gpu.log") (${skipped_gpu} skipped)"
 if ((${#failed[@]})); then
   echo "FAILED: ${failed[*]}"
