@@ -238,9 +238,9 @@ void run_case(const OpSchema& schema, const WorkloadCase& wc, const BenchOptions
 std::string profile_summary(const perf::HardwareProfile& p) {
   std::vector<std::string> peaks;
   for (const auto& [key, rate] : p.flops_per_s) {
-    peaks.push_back(fmt::format("{} {} TFLOP/s", key, format_sig(rate / 1e12)));
+    peaks.push_back(fmt::format("{} {} TFLOP/s", key, format_rate(rate / 1e12)));
   }
-  return fmt::format("{}: {} GB/s, {} [{}]", p.name, format_sig(p.mem_bandwidth_bytes_per_s / 1e9),
+  return fmt::format("{}: {} GB/s, {} [{}]", p.name, format_rate(p.mem_bandwidth_bytes_per_s / 1e9),
                      join(peaks, ", "), p.source);
 }
 
