@@ -5,7 +5,7 @@
 # print a summary table last. Fits in 10 minutes on a 16-core H200 host.
 #
 # Environment: TILEOPS_BUILD_DIR (default build-gpu), JOBS (default: cores), OUT (logs are written
-# there when set, else to $BUILD/gpu-check), TILEOPS_WERROR (default OFF here: another compiler's
+# there when set, else to $BUILD/gpu-check), GPU_CHECK_PEERS (0: skip bench/peers.py), TILEOPS_WERROR (default OFF here: another compiler's
 # new warnings must not stop a GPU check; CI builds with -Werror).
 set -uo pipefail
 
@@ -99,7 +99,7 @@ if ((ok)); then
   run "calibrate cuda" 60 calibrate.log -- "$tileops" calibrate --device cuda
   run "bench --all --device cuda" 180 bench.log -- \
     "$tileops" bench --all --device cuda --format table --json "$logs/bench.json"
-  if [[ -f bench/peers.py ]]; then
+  if [[ -f bench/peers.py && "${GPU_CHECK_PEERS:-1}" != 0 ]]; then
     run "peers (bench/peers.py)" 240 peers.log -- python3 bench/peers.py --csv "$logs/peers.csv"
   fi
 fi

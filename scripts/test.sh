@@ -58,11 +58,23 @@ fi
 
 step "done"
 summary() { grep -E "tests passed|tests failed|No tests were found" "$1" | tail -1; }
-skipped_gpu=$(grep -c "(Skipped)$" "$logs/gpu.log" || true)
-echo "gpu tests: $(summary "$logs/gpu.log") (${skipped_gpu} skipped)"
-if ((${#failed[@]})); then
-  echo "FAILED: ${failed[*]}"
-  echo "cpu tests: $(summary "$logs/cpu.log")"
-  exit 1
-fi
+# counts LOG: "total failed skipped" from ctest's summary line and its "(Skipped)" lines.
+counts() {
+  local line total failed skipped
+  line=$(summary "$1")
+  total=$(sed -nE 's/.* out of ([0-9]+).*/\1/p' <<< "$line")
+  failed=$(sed -nE 's/.* ([0-9]+) tests failed.*/\1/p' <<< "$line")
+  skipped=$(grep -c "(Skipped)$" "$1" || true)
+  echo "${total:-0} ${failed:-0} ${skipped:-0}"
+}
+read -r cpu_total cpu_failed cpu_skipped <<< "$(counts "$logs/cpu.log")"
+read -r gpu_total gpu_failed gpu_skipped <<< "$(counts "$logs/gpu.log")"
 echo "cpu tests: $(summary "$logs/cpu.log")"
+echo "gpu tests: $(summary "$logs/gpu.log") (${gpu_skipped} skipped)"
+if ((${#failed[@]})); then echo "FAILED: ${failed[*]}"; fi
+total_failed=$((cpu_failed + gpu_failed))
+total_skipped=$((cpu_skipped + gpu_skipped))
+total_passed=$((cpu_total + gpu_total - total_failed - total_skipped))
+# The plain closing line CI reads: passed, failed and skipped ctest tests of both labels.
+echo "tests: ${total_passed} passed, ${total_failed} failed, ${total_skipped} skipped"
+if ((${#failed[@]})); then exit 1; fi
