@@ -3,10 +3,15 @@
 // Determinism: element i of rand(seed) and the pair (2k, 2k+1) of randn(seed) depend only on
 // (seed, i) / (seed, k), through splitmix64 and IEEE basic arithmetic (+ - * / sqrt and an own
 // logarithm, no libm transcendental), so the values are the same on every platform and do not
-// depend on the sizes (a larger tensor extends a smaller one of the same seed).
+// depend on the sizes (a larger tensor extends a smaller one of the same seed) nor on how many
+// threads fill a large tensor.
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "core/element_convert.h"
 #include "core/tensor_internal.h"
@@ -72,22 +77,41 @@ void normal_pair(std::uint64_t seed, std::uint64_t k, double& z0, double& z1) no
 }
 
 // Fills a new contiguous host tensor with value(i) (a double) converted to the dtype, then
-// moves it to `device`.
-template <class ValueAt>
-Tensor generate(Sizes sizes, DType dtype, Device device, ValueAt value_at) {
+// moves it to `device`. `make_value_at()` returns a fresh value function (it may cache state);
+// large tensors are filled by several threads, each over a range starting at an even index with
+// its own value function, so the values do not depend on the split.
+template <class MakeValueAt>
+Tensor generate(Sizes sizes, DType dtype, Device device, MakeValueAt make_value_at) {
   Tensor host = Tensor::empty(std::move(sizes), dtype, Device::cpu());
   const auto n = static_cast<std::uint64_t>(host.numel());
   detail::visit_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     auto* p = static_cast<T*>(host.data_ptr());
-    for (std::uint64_t i = 0; i < n; ++i) {
-      const double v = value_at(i);
-      if constexpr (detail::kIsFloatStorage<T>) {
-        p[i] = detail::from_f32<T>(static_cast<float>(v));
-      } else if constexpr (std::is_integral_v<T>) {
-        p[i] = static_cast<T>(v);
+    const auto fill = [&](std::uint64_t begin, std::uint64_t end) {
+      auto value_at = make_value_at();
+      for (std::uint64_t i = begin; i < end; ++i) {
+        const double v = value_at(i);
+        if constexpr (detail::kIsFloatStorage<T>) {
+          p[i] = detail::from_f32<T>(static_cast<float>(v));
+        } else if constexpr (std::is_integral_v<T>) {
+          p[i] = static_cast<T>(v);
+        }
       }
+    };
+    constexpr std::uint64_t kPerThread = std::uint64_t{1} << 22;
+    const std::uint64_t threads =
+        std::min<std::uint64_t>(std::max(1u, std::thread::hardware_concurrency()), n / kPerThread);
+    if (threads <= 1) {
+      fill(0, n);
+      return;
     }
+    const std::uint64_t chunk = (n / threads + 1) & ~std::uint64_t{1};  // even
+    std::vector<std::thread> pool;
+    for (std::uint64_t t = 1; t < threads; ++t) {
+      pool.emplace_back(fill, std::min(n, t * chunk), std::min(n, (t + 1) * chunk));
+    }
+    fill(0, std::min(n, chunk));
+    for (auto& th : pool) th.join();
   });
   return host.to(device);
 }
@@ -109,8 +133,8 @@ Tensor Tensor::rand(Sizes sizes, DType dtype, std::uint64_t seed, Device device,
         "Tensor.rand: bool is not supported (draw an integer dtype in [0, 2) and convert)");
   }
   if (is_floating(dtype)) {
-    return generate(std::move(sizes), dtype, device, [&](std::uint64_t i) {
-      return lo + (hi - lo) * uniform01(splitmix_at(seed, i));
+    return generate(std::move(sizes), dtype, device, [&] {
+      return [&](std::uint64_t i) { return lo + (hi - lo) * uniform01(splitmix_at(seed, i)); };
     });
   }
   // Integers uniform in [lo, hi).
@@ -122,9 +146,11 @@ Tensor Tensor::rand(Sizes sizes, DType dtype, std::uint64_t seed, Device device,
   unsigned char scratch[8];
   detail::encode_scalar(lo, dtype, scratch, "Tensor.rand (lo)");
   detail::encode_scalar(hi - 1, dtype, scratch, "Tensor.rand (hi - 1)");
-  return generate(std::move(sizes), dtype, device, [&](std::uint64_t i) {
-    const double v = lo + std::floor(uniform01(splitmix_at(seed, i)) * (hi - lo));
-    return v < hi ? v : hi - 1;
+  return generate(std::move(sizes), dtype, device, [&] {
+    return [&](std::uint64_t i) {
+      const double v = lo + std::floor(uniform01(splitmix_at(seed, i)) * (hi - lo));
+      return v < hi ? v : hi - 1;
+    };
   });
 }
 
@@ -138,16 +164,16 @@ Tensor Tensor::randn(Sizes sizes, DType dtype, std::uint64_t seed, Device device
     throw SignatureError("Tensor.randn: need a finite mean and a finite std >= 0, got mean " +
                          num(mean) + ", std " + num(std));
   }
-  // Pairs are generated once each: cache the second value of the last pair.
-  std::uint64_t cached_pair = ~0ull;
-  double z[2] = {0.0, 0.0};
-  return generate(std::move(sizes), dtype, device, [&](std::uint64_t i) {
-    const std::uint64_t pair = i / 2;
-    if (pair != cached_pair) {
-      normal_pair(seed, pair, z[0], z[1]);
-      cached_pair = pair;
-    }
-    return mean + std * z[i % 2];
+  // Pairs are generated once each: each value function caches the last pair.
+  return generate(std::move(sizes), dtype, device, [&] {
+    return [&, cached_pair = ~0ull, z = std::array<double, 2>{}](std::uint64_t i) mutable {
+      const std::uint64_t pair = i / 2;
+      if (pair != cached_pair) {
+        normal_pair(seed, pair, z[0], z[1]);
+        cached_pair = pair;
+      }
+      return mean + std * z[i % 2];
+    };
   });
 }
 

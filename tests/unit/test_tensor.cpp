@@ -394,6 +394,20 @@ TEST(Random, RandRangeAndDtypes) {
       HasSubstr("lo <= hi"));
 }
 
+TEST(Random, LargeTensorsFilledByThreadsExtendSmallOnes) {
+  // 9M elements are filled by several threads where there are several cores (chunks of about
+  // n / threads from an even index); 4.5M + 100 by one thread. The prefix must agree across every
+  // chunk boundary, for randn (pairs) and rand.
+  const std::int64_t large = 9'000'001;
+  const std::int64_t small = 4'500'100;
+  const auto big = Tensor::randn({large}, DType::float32, 5).to_vector();
+  const auto one = Tensor::randn({small}, DType::float32, 5).to_vector();
+  EXPECT_TRUE(std::equal(one.begin(), one.end(), big.begin()));
+  const auto ubig = Tensor::rand({large}, DType::bfloat16, 6).to_vector();
+  const auto uone = Tensor::rand({small}, DType::bfloat16, 6).to_vector();
+  EXPECT_TRUE(std::equal(uone.begin(), uone.end(), ubig.begin()));
+}
+
 TEST(Random, RandnMoments) {
   const Tensor a = Tensor::randn({200001}, DType::float32, 11, Device::cpu(), 1.5, 2.0);
   const auto v = a.to_vector();

@@ -82,9 +82,15 @@ struct CaseResult {
   double sol = std::numeric_limits<double>::quiet_NaN();
   double max_err = std::numeric_limits<double>::quiet_NaN();
   double tolerance = std::numeric_limits<double>::quiet_NaN();
-  std::string result = "ERROR";  ///< PASS, FAIL, ERROR, NOREF, UNCHECKED
+  std::string result = "ERROR";  ///< PASS, FAIL, ERROR, NOREF, UNCHECKED, SKIPPED
   std::string message;
 };
+
+// Cases whose inputs exceed this are skipped on the CPU (a 2-core machine would take minutes).
+constexpr double kCpuMaxInputBytes = 1.5e9;
+// Beyond this many FLOPs (the roofline's) the double-precision reference, a plain CPU loop,
+// would take minutes: such cases are timed but not checked.
+constexpr double kReferenceMaxFlops = 2e10;
 
 Tensor make_input(const InstantiatedCase::InputSpec& spec, std::uint64_t seed, Device device) {
   switch (dtype_category(spec.dtype)) {
@@ -142,15 +148,39 @@ void run_case(const OpSchema& schema, const WorkloadCase& wc, const BenchOptions
   const InstantiatedCase inst = schema.instantiate(*wc.row, wc.dtype_case);
   Target target;
   if (!options.target.empty()) target = Target(options.target);
+  double input_bytes = 0;
+  for (const auto& in : inst.inputs) {
+    if (!in) continue;
+    double n = 1;
+    for (const auto d : in->shape) n *= static_cast<double>(d);
+    input_bytes += n * static_cast<double>(element_size(in->dtype));
+  }
+  if (device.is_cpu() && input_bytes > kCpuMaxInputBytes) {
+    r.result = "SKIPPED";
+    r.message = fmt::format("inputs of {} GB: too large for a CPU bench",
+                            format_sig(input_bytes / 1e9, 3));
+    return;
+  }
   std::unique_ptr<Op> op = make_op(schema.name, inst.params, target);
 
   std::vector<Tensor> inputs;
-  for (std::size_t i = 0; i < inst.inputs.size(); ++i) {
-    inputs.push_back(inst.inputs[i] ? make_input(*inst.inputs[i], options.seed + i, device)
-                                    : Tensor());
+  const OpClass* op_class = find_op_class(schema.name);
+  if (op_class != nullptr && op_class->workload_inputs) {
+    inputs = op_class->workload_inputs(inst, options.seed, device);
+  } else {
+    for (std::size_t i = 0; i < inst.inputs.size(); ++i) {
+      inputs.push_back(inst.inputs[i] ? make_input(*inst.inputs[i], options.seed + i, device)
+                                      : Tensor());
+    }
   }
-  std::vector<Tensor> pristine;
-  for (const Tensor& t : inputs) pristine.push_back(cpu_copy(t));
+  // CPU copies for the reference: the inputs the op mutates now, the others after timing.
+  const auto mutated = [&](std::size_t i) {
+    return i < schema.inputs.size() && schema.inputs[i].mutated;
+  };
+  std::vector<Tensor> pristine(inputs.size());
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (mutated(i)) pristine[i] = cpu_copy(inputs[i]);
+  }
 
   // First call: builds kernels and yields the `out` buffers the timed calls reuse.
   const std::vector<Tensor> first = op->call(inputs);
@@ -169,8 +199,8 @@ void run_case(const OpSchema& schema, const WorkloadCase& wc, const BenchOptions
   r.timed = true;
 
   // The checked call, on restored inputs, with fresh outputs.
-  for (std::size_t i = 0; i < inputs.size() && i < schema.inputs.size(); ++i) {
-    if (schema.inputs[i].mutated && inputs[i].defined()) inputs[i].copy_(pristine[i]);
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (mutated(i) && inputs[i].defined()) inputs[i].copy_(pristine[i]);
   }
   const std::vector<Tensor> got_outputs = op->call(inputs);
   if (device.is_cuda()) cuda_synchronize(device.index);
@@ -185,6 +215,17 @@ void run_case(const OpSchema& schema, const WorkloadCase& wc, const BenchOptions
   if (options.no_check) {
     r.result = "UNCHECKED";
     return;
+  }
+  if (r.roofline.flops > kReferenceMaxFlops) {
+    r.result = "UNCHECKED";
+    r.message = fmt::format(
+        "{} GFLOP is too much for the double-precision CPU reference (the GPU tests check this op "
+        "on smaller shapes)",
+        format_sig(r.roofline.flops / 1e9, 3));
+    return;
+  }
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (!mutated(i)) pristine[i] = cpu_copy(inputs[i]);
   }
   const ReferenceFn* reference = find_reference(schema.name);
   if (reference == nullptr) {
@@ -316,7 +357,8 @@ Table display_table(const std::vector<CaseResult>& results) {
 std::string json_document(const BenchOptions& options, Device device,
                           const perf::HardwareProfile& profile,
                           const std::vector<CaseResult>& results, std::size_t pass,
-                          std::size_t fail, std::size_t error, std::size_t other) {
+                          std::size_t fail, std::size_t error, std::size_t other,
+                          std::size_t skipped) {
   std::string peaks;
   for (const auto& [key, rate] : profile.flops_per_s) {
     if (!peaks.empty()) peaks += ", ";
@@ -333,8 +375,8 @@ std::string json_document(const BenchOptions& options, Device device,
                      json_number(options.budget_ms), render_json_rows(full_table(results), 2));
   out += fmt::format(
       "  \"summary\": {{\"cases\": {}, \"passed\": {}, \"failed\": {}, \"errors\": {}, "
-      "\"unchecked\": {}}}\n}}\n",
-      results.size(), pass, fail, error, other);
+      "\"unchecked\": {}, \"skipped\": {}}}\n}}\n",
+      results.size(), pass, fail, error, other, skipped);
   return out;
 }
 
@@ -448,7 +490,7 @@ int run_bench(const BenchOptions& options) {
     results.push_back(std::move(r));
   }
 
-  std::size_t pass = 0, fail = 0, error = 0, other = 0;
+  std::size_t pass = 0, fail = 0, error = 0, skipped = 0, other = 0;
   for (const auto& r : results) {
     if (r.result == "PASS") {
       ++pass;
@@ -456,12 +498,15 @@ int run_bench(const BenchOptions& options) {
       ++fail;
     } else if (r.result == "ERROR") {
       ++error;
+    } else if (r.result == "SKIPPED") {
+      ++skipped;
     } else {
       ++other;
     }
   }
-  const std::string summary = fmt::format("{} cases: {} passed, {} failed, {} errors, {} unchecked",
-                                          results.size(), pass, fail, error, other);
+  const std::string summary =
+      fmt::format("{} cases: {} passed, {} failed, {} errors, {} unchecked, {} skipped",
+                  results.size(), pass, fail, error, other, skipped);
 
   switch (options.format) {
     case Format::table: {
@@ -481,7 +526,7 @@ int run_bench(const BenchOptions& options) {
       break;
     }
     case Format::json:
-      fmt::print("{}", json_document(options, device, profile, results, pass, fail, error, other));
+      fmt::print("{}", json_document(options, device, profile, results, pass, fail, error, other, skipped));
       break;
     case Format::csv:
       fmt::print("{}", render_csv(full_table(results)));
@@ -491,7 +536,7 @@ int run_bench(const BenchOptions& options) {
     std::FILE* f = std::fopen(options.json_path.c_str(), "w");
     if (f == nullptr)
       throw UsageFailure(fmt::format("--json {}: cannot be written", options.json_path));
-    fmt::print(f, "{}", json_document(options, device, profile, results, pass, fail, error, other));
+    fmt::print(f, "{}", json_document(options, device, profile, results, pass, fail, error, other, skipped));
     std::fclose(f);
   }
   if (!options.quiet && options.format != Format::table) fmt::print(stderr, "{}\n", summary);

@@ -3,6 +3,7 @@
 // class at registration (TILEOPS_REGISTER_OP) and checked against the manifest entry there.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <span>
@@ -35,6 +36,11 @@ struct OpClass {
   std::vector<std::string> injected_parameters;
   /// Builds an instance from parameters by manifest name (the dynamic path).
   std::function<std::unique_ptr<Op>(const ParamMap& params, Target target)> factory;
+  /// Inputs of a workload case in manifest order (undefined for an absent optional input), for
+  /// ops whose inputs must hold valid values (offsets, distinct ids, permutations); empty when
+  /// the class has none, and then `tileops bench` draws them (floats randn, integers uniform).
+  std::function<std::vector<Tensor>(const InstantiatedCase& c, std::uint64_t seed, Device device)>
+      workload_inputs;
   /// Problems found when the class was registered (empty when the class agrees with its entry).
   /// Constructing an instance of a class with problems throws ManifestError listing them.
   std::vector<std::string> registration_problems;
@@ -50,6 +56,10 @@ concept HasDelegateTypes = requires { T::delegate_types(); };
 template <class T>
 concept HasInjected = requires { T::injected_parameters(); };
 template <class T>
+concept HasWorkloadInputs = requires(const InstantiatedCase& c, std::uint64_t seed, Device d) {
+  T::workload_inputs(c, seed, d);
+};
+template <class T>
 concept HasFactory = requires(const ParamMap& m, Target t) { T::from_params(m, t); };
 
 /// Checks a class against its manifest entry and its implementation table's contracts; returns
@@ -60,7 +70,8 @@ void register_op_class(const OpClass* op_class);
 }  // namespace detail
 
 /// The OpClass of `Derived`, built on first use. `Derived` provides the static members it needs
-/// (`interfaces()`, `kernel_types()`, `delegate_types()`, `injected_parameters()`); the
+/// (`interfaces()`, `kernel_types()`, `delegate_types()`, `injected_parameters()`,
+/// `workload_inputs(case, seed, device)`); the
 /// generated base supplies `schema_data()` and `params_from_map()`.
 template <class Derived>
 const OpClass& op_class_of() {
@@ -72,6 +83,7 @@ const OpClass& op_class_of() {
     if constexpr (detail::HasKernelTypes<Derived>) c.kernel_types = Derived::kernel_types();
     if constexpr (detail::HasDelegateTypes<Derived>) c.delegate_types = Derived::delegate_types();
     if constexpr (detail::HasInjected<Derived>) c.injected_parameters = Derived::injected_parameters();
+    if constexpr (detail::HasWorkloadInputs<Derived>) c.workload_inputs = &Derived::workload_inputs;
     if constexpr (detail::HasFactory<Derived>) {
       c.factory = [](const ParamMap& m, Target t) -> std::unique_ptr<Op> {
         return Derived::from_params(m, std::move(t));

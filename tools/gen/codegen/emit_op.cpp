@@ -953,7 +953,8 @@ class OpEmitter {
   }
 
   void check_call(Code& c) {
-    c.open("::tileops::SignatureCall " + name_ + "_check_call(const " + name_ +
+    // p is unread when no shape, rule or let reads a parameter.
+    c.open("::tileops::SignatureCall " + name_ + "_check_call([[maybe_unused]] const " + name_ +
            "Params& p, const ::tileops::CallArgs& a)");
     c.line("static constexpr std::string_view kOp = " + q(name_) + ";");
     int buf_index = -1;

@@ -140,7 +140,7 @@ MiniMatmulFwdOpParams MiniMatmulFwdOp_params_from_map(const ::tileops::ParamMap&
   return p;
 }
 
-::tileops::SignatureCall MiniMatmulFwdOp_check_call(const MiniMatmulFwdOpParams& p, const ::tileops::CallArgs& a) {
+::tileops::SignatureCall MiniMatmulFwdOp_check_call([[maybe_unused]] const MiniMatmulFwdOpParams& p, const ::tileops::CallArgs& a) {
   static constexpr std::string_view kOp = "MiniMatmulFwdOp";
   if (a.inputs.size() != 3 || a.outs.size() > 0) {
     ex::fail_arity(kOp, a.inputs.size(), 3, a.outs.size(), 0);
@@ -627,7 +627,7 @@ MiniSplitFwdOpParams MiniSplitFwdOp_params_from_map(const ::tileops::ParamMap& m
   return p;
 }
 
-::tileops::SignatureCall MiniSplitFwdOp_check_call(const MiniSplitFwdOpParams& p, const ::tileops::CallArgs& a) {
+::tileops::SignatureCall MiniSplitFwdOp_check_call([[maybe_unused]] const MiniSplitFwdOpParams& p, const ::tileops::CallArgs& a) {
   static constexpr std::string_view kOp = "MiniSplitFwdOp";
   if (a.inputs.size() != 2 || a.outs.size() > 1) {
     ex::fail_arity(kOp, a.inputs.size(), 2, a.outs.size(), 1);

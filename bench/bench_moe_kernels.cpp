@@ -1,0 +1,483 @@
+// Google Benchmark program for the CUDA kernels of the MoE family (src/kernels/moe): the grouped
+// GEMM (bf16; plain and with fused silu_and_mul), pre-permute, post-permute and top-k routing.
+//
+// Timing as bench_cuda_kernels: each repetition times one launch with CUDA events (manual time);
+// before it, outside the timed region, the L2 is flushed by writing a 256 MB buffer with
+// cudaMemsetAsync; the aggregates over the repetitions (median, mean, min, max, stddev) are
+// reported. Grouped GEMM cases report TFLOP/s = 2 M N K / time (N: all B rows, gate and up
+// together) as the counter "TFLOPs" (per repetition, so its median is the median's rate); the
+// others report bytes_per_second over the fewest bytes each kernel must move.
+// Shapes (uniform routing, offsets e * rows_per_expert):
+//   E=256, 1024 rows/expert, N=4096, K=6144;  E=128, 1024 rows/expert, N=16384, K=5120
+//   DeepSeek-V3 experts (E=256, H=7168, F=2048): gate_up N=4096 K=7168 silu_and_mul, down N=7168
+//     K=2048, with 16 (512 tokens x 8 / 256) and 128 (4096 tokens x 8 / 256) rows per expert
+//   Qwen3-30B-A3B (E=128, H=2048, F=768, top-8, 4096 tokens: 256 rows per expert): gate_up
+//     N=1536 K=2048 silu_and_mul, down N=2048 K=768
+// By default each GEMM shape runs the default configuration and the first configuration of the
+// other tensor-core variant (wgmma / mma).
+// Environment:
+//   TILEOPS_BENCH_REPS=N    repetitions (default 21 for the GEMMs over 10 TFLOP, else 51)
+//   TILEOPS_BENCH_TUNE=1    every configuration of each GEMM shape's tuning space
+//   TILEOPS_BENCH_FLUSH=none  no L2 flush
+// Without CUDA or without a device it prints a message and exits 0.
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#if TILEOPS_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/moe/moe_cuda.h"
+#include "tileops/core/dtype.h"
+#endif
+
+namespace {
+
+#if TILEOPS_WITH_CUDA
+
+using tileops::DType;
+namespace ck = tileops::cuda_kernels;
+
+constexpr size_t kFlushBytes = size_t{256} << 20;
+
+bool flush_enabled() {
+  const char* v = std::getenv("TILEOPS_BENCH_FLUSH");
+  return v == nullptr || std::strcmp(v, "none") != 0;
+}
+
+int repetitions(int fallback) {
+  const char* v = std::getenv("TILEOPS_BENCH_REPS");
+  const int n = v != nullptr ? std::atoi(v) : 0;
+  return n > 0 ? n : fallback;
+}
+
+std::string cuda_error(cudaError_t err, const char* what) {
+  return std::string(what) + ": " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err);
+}
+
+struct Gpu {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t start = nullptr;
+  cudaEvent_t stop = nullptr;
+  void* flush = nullptr;
+  std::string error;
+
+  Gpu() {
+    cudaError_t err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    if (err == cudaSuccess) err = cudaEventCreate(&start);
+    if (err == cudaSuccess) err = cudaEventCreate(&stop);
+    if (err == cudaSuccess) err = cudaMalloc(&flush, kFlushBytes);
+    if (err != cudaSuccess) error = cuda_error(err, "setting up the stream, events and buffers");
+  }
+};
+
+Gpu& gpu() {
+  static Gpu g;
+  return g;
+}
+
+// splitmix64
+uint64_t mix(uint64_t& s) {
+  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint16_t to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// The device buffers of one benchmark case, kept while consecutive benchmarks use the same case
+// (Google Benchmark calls the function once per repetition) and freed when the case changes, so
+// that the large GEMM shapes do not accumulate in device memory.
+class CaseBuffers {
+ public:
+  static CaseBuffers& get(const std::string& key) {
+    static CaseBuffers current;
+    if (current.key_ != key) {
+      current.release();
+      current.key_ = key;
+    }
+    return current;
+  }
+
+  // A buffer of `bytes` filled with random bf16 / fp32 values of magnitude in [lo, hi] (never
+  // zero): 4 MB of host-made values, then doubled on the device.
+  void* random(const std::string& name, size_t bytes, DType dtype, float lo, float hi) {
+    if (void* p = find(name)) return p;
+    void* ptr = alloc(name, bytes);
+    if (ptr == nullptr) return nullptr;
+    const size_t chunk = std::min<size_t>(bytes, size_t{4} << 20) / 4 * 4;
+    std::vector<unsigned char> host(std::max<size_t>(chunk, 4));
+    uint64_t s = std::hash<std::string>{}(key_ + name);
+    for (size_t i = 0; i + 4 <= chunk; i += 4) {
+      const float u = static_cast<float>(mix(s) >> 40) * (1.0f / 16777216.0f);
+      const float mag = lo + (hi - lo) * u;
+      const float v = (mix(s) & 1) ? mag : -mag;
+      if (dtype == DType::float32) {
+        std::memcpy(&host[i], &v, 4);
+      } else {
+        const uint16_t b0 = to_bf16(v);
+        const uint16_t b1 = to_bf16(-v * 0.75f);
+        std::memcpy(&host[i], &b0, 2);
+        std::memcpy(&host[i + 2], &b1, 2);
+      }
+    }
+    if (cudaMemcpy(ptr, host.data(), std::min(chunk, bytes), cudaMemcpyHostToDevice) != cudaSuccess)
+      return nullptr;
+    for (size_t filled = chunk; filled > 0 && filled < bytes;) {
+      const size_t n = std::min(filled, bytes - filled);
+      if (cudaMemcpy(static_cast<unsigned char*>(ptr) + filled, ptr, n, cudaMemcpyDeviceToDevice) !=
+          cudaSuccess)
+        return nullptr;
+      filled += n;
+    }
+    return ptr;
+  }
+
+  void* copy(const std::string& name, const void* data, size_t bytes) {
+    if (void* p = find(name)) return p;
+    void* ptr = alloc(name, bytes);
+    if (ptr == nullptr) return nullptr;
+    if (cudaMemcpy(ptr, data, bytes, cudaMemcpyHostToDevice) != cudaSuccess) return nullptr;
+    return ptr;
+  }
+
+  void* zeros(const std::string& name, size_t bytes) {
+    if (void* p = find(name)) return p;
+    void* ptr = alloc(name, bytes);
+    if (ptr == nullptr) return nullptr;
+    if (cudaMemset(ptr, 0, bytes) != cudaSuccess) return nullptr;
+    return ptr;
+  }
+
+ private:
+  void* find(const std::string& name) {
+    const auto it = buffers_.find(name);
+    return it == buffers_.end() ? nullptr : it->second;
+  }
+  void* alloc(const std::string& name, size_t bytes) {
+    void* ptr = nullptr;
+    if (cudaMalloc(&ptr, std::max<size_t>(bytes, 16)) != cudaSuccess) return nullptr;
+    buffers_[name] = ptr;
+    return ptr;
+  }
+  void release() {
+    cudaDeviceSynchronize();
+    for (auto& [name, ptr] : buffers_) cudaFree(ptr);
+    buffers_.clear();
+  }
+
+  std::string key_;
+  std::map<std::string, void*> buffers_;
+};
+
+// Times `launch` (one or more kernels on the stream; may throw): one warm-up, then each
+// iteration flushes L2 (untimed) and times one launch with events. `flops` > 0: the "TFLOPs"
+// counter; `bytes` > 0: bytes_per_second.
+void time_launches(benchmark::State& state, double flops, int64_t bytes,
+                   const std::function<void()>& launch) {
+  Gpu& g = gpu();
+  if (!g.error.empty()) {
+    state.SkipWithError(g.error.c_str());
+    return;
+  }
+  try {
+    launch();
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  if (const cudaError_t err = cudaStreamSynchronize(g.stream); err != cudaSuccess) {
+    state.SkipWithError(cuda_error(err, "warm-up").c_str());
+    return;
+  }
+  const bool flush = flush_enabled();
+  int flip = 0;
+  double seconds = 0.0;
+  for (auto _ : state) {
+    if (flush) cudaMemsetAsync(g.flush, flip ^= 1, kFlushBytes, g.stream);
+    cudaEventRecord(g.start, g.stream);
+    launch();
+    cudaEventRecord(g.stop, g.stream);
+    if (const cudaError_t err = cudaEventSynchronize(g.stop); err != cudaSuccess) {
+      state.SkipWithError(cuda_error(err, "timed launch").c_str());
+      return;
+    }
+    float ms = 0.f;
+    cudaEventElapsedTime(&ms, g.start, g.stop);
+    state.SetIterationTime(static_cast<double>(ms) * 1e-3);
+    seconds += static_cast<double>(ms) * 1e-3;
+  }
+  if (bytes > 0) state.SetBytesProcessed(state.iterations() * bytes);
+  if (flops > 0 && seconds > 0)
+    state.counters["TFLOPs"] = flops * static_cast<double>(state.iterations()) / seconds * 1e-12;
+}
+
+void finish(benchmark::internal::Benchmark* b, int reps) {
+  b->UseManualTime()
+      ->Unit(benchmark::kMicrosecond)
+      ->Iterations(1)
+      ->Repetitions(reps)
+      ->ReportAggregatesOnly(true)
+      ->ComputeStatistics(
+          "min", [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); })
+      ->ComputeStatistics("max", [](const std::vector<double>& v) {
+        return *std::max_element(v.begin(), v.end());
+      });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Grouped GEMM
+
+struct GemmCase {
+  const char* label;
+  int64_t E, rows_per_expert, N, K;
+  ck::MoeActivation act;
+};
+
+double gemm_flops(const GemmCase& c) {
+  return 2.0 * static_cast<double>(c.E * c.rows_per_expert) * static_cast<double>(c.N) *
+         static_cast<double>(c.K);
+}
+
+ck::GroupedGemmArgs gemm_shape(const GemmCase& c) {
+  ck::GroupedGemmArgs a;
+  a.M = c.E * c.rows_per_expert;
+  a.N = c.N;
+  a.K = c.K;
+  a.E = c.E;
+  a.activation = c.act;
+  a.dtype = DType::bfloat16;
+  return a;
+}
+
+void bench_gemm(benchmark::State& state, GemmCase c, ck::GroupedGemmConfig cfg) {
+  const std::string key = std::string("gemm/") + c.label;
+  CaseBuffers& buf = CaseBuffers::get(key);
+  ck::GroupedGemmArgs a = gemm_shape(c);
+  const int64_t n_out = c.act == ck::MoeActivation::none ? c.N : c.N / 2;
+  std::vector<int32_t> offsets(static_cast<size_t>(c.E + 1));
+  for (int64_t e = 0; e <= c.E; ++e)
+    offsets[static_cast<size_t>(e)] = static_cast<int32_t>(e * c.rows_per_expert);
+  a.a = buf.random("a", static_cast<size_t>(a.M * c.K) * 2, DType::bfloat16, 0.05f, 1.0f);
+  a.b = buf.random("b", static_cast<size_t>(c.E * c.N * c.K) * 2, DType::bfloat16, 0.05f, 1.0f);
+  a.c = buf.zeros("c", static_cast<size_t>(a.M * n_out) * 2);
+  a.expert_offsets =
+      static_cast<const int32_t*>(buf.copy("offsets", offsets.data(), offsets.size() * 4));
+  if (a.a == nullptr || a.b == nullptr || a.c == nullptr || a.expert_offsets == nullptr) {
+    state.SkipWithError("device allocation failed");
+    return;
+  }
+  state.SetLabel(cfg.str());
+  time_launches(state, gemm_flops(c), 0, [&] { ck::launch_grouped_gemm(a, cfg, gpu().stream); });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Permute, combine, routing
+
+struct PermCase {
+  const char* label;
+  int64_t T, K, E, H;
+};
+
+// Top-k ids with k distinct experts per token, spread evenly (token t: (t * 7 + k * E / K) % E).
+std::vector<int32_t> spread_ids(const PermCase& c) {
+  std::vector<int32_t> ids(static_cast<size_t>(c.T * c.K));
+  for (int64_t t = 0; t < c.T; ++t)
+    for (int64_t k = 0; k < c.K; ++k)
+      ids[static_cast<size_t>(t * c.K + k)] = static_cast<int32_t>((t * 7 + k * (c.E / c.K)) % c.E);
+  return ids;
+}
+
+void bench_pre_permute(benchmark::State& state, PermCase c) {
+  CaseBuffers& buf = CaseBuffers::get(std::string("perm/") + c.label);
+  const std::vector<int32_t> ids = spread_ids(c);
+  ck::PrePermuteArgs a;
+  a.x = buf.random("x", static_cast<size_t>(c.T * c.H) * 2, DType::bfloat16, 0.05f, 2.0f);
+  a.x_row_stride = c.H;
+  a.topk_ids = static_cast<const int32_t*>(buf.copy("ids", ids.data(), ids.size() * 4));
+  a.permuted = buf.zeros("permuted", static_cast<size_t>(c.T * c.K * c.H) * 2);
+  a.expert_offsets = static_cast<int32_t*>(buf.zeros("offsets", static_cast<size_t>(c.E + 1) * 4));
+  a.inverse = static_cast<int32_t*>(buf.zeros("inverse", ids.size() * 4));
+  if (!a.x || !a.topk_ids || !a.permuted || !a.expert_offsets || !a.inverse) {
+    state.SkipWithError("device allocation failed");
+    return;
+  }
+  a.tokens = c.T;
+  a.hidden = c.H;
+  a.top_k = c.K;
+  a.num_experts = c.E;
+  a.dtype = DType::bfloat16;
+  const int64_t bytes = c.T * c.H * 2 + c.T * c.K * c.H * 2 + c.T * c.K * 8;
+  time_launches(state, 0, bytes, [&] { ck::launch_moe_pre_permute(a, gpu().stream); });
+}
+
+void bench_post_permute(benchmark::State& state, PermCase c) {
+  CaseBuffers& buf = CaseBuffers::get(std::string("combine/") + c.label);
+  std::vector<int32_t> inv(static_cast<size_t>(c.T * c.K));
+  for (size_t i = 0; i < inv.size(); ++i)  // a scattered permutation of the rows
+    inv[i] = static_cast<int32_t>((i * 2654435761ull) % inv.size());
+  ck::PostPermuteArgs a;
+  a.expert_out = buf.random("expert_out", static_cast<size_t>(c.T * c.K * c.H) * 2, DType::bfloat16,
+                            0.05f, 2.0f);
+  a.rows = c.T * c.K;
+  a.topk_weights = static_cast<const float*>(
+      buf.random("weights", static_cast<size_t>(c.T * c.K) * 4, DType::float32, 0.05f, 1.0f));
+  a.inverse = static_cast<const int32_t*>(buf.copy("inverse", inv.data(), inv.size() * 4));
+  a.out = buf.zeros("out", static_cast<size_t>(c.T * c.H) * 2);
+  if (!a.expert_out || !a.topk_weights || !a.inverse || !a.out) {
+    state.SkipWithError("device allocation failed");
+    return;
+  }
+  a.tokens = c.T;
+  a.hidden = c.H;
+  a.top_k = c.K;
+  a.dtype = DType::bfloat16;
+  const int64_t bytes = c.T * c.K * c.H * 2 + c.T * c.H * 2 + c.T * c.K * 8;
+  time_launches(state, 0, bytes, [&] { ck::launch_moe_post_permute(a, gpu().stream); });
+}
+
+struct RouteCase {
+  const char* label;
+  int64_t T, E, K;
+  ck::MoeScoring scoring;
+  bool bias;
+  bool renormalize;
+  float scaling;
+  DType dtype;
+};
+
+void bench_routing(benchmark::State& state, RouteCase c) {
+  CaseBuffers& buf = CaseBuffers::get(std::string("route/") + c.label);
+  const size_t es = tileops::element_size(c.dtype);
+  ck::TopkRoutingArgs a;
+  a.logits = buf.random("logits", static_cast<size_t>(c.T * c.E) * es, c.dtype, 0.01f, 4.0f);
+  a.correction_bias = c.bias
+                          ? static_cast<const float*>(buf.random(
+                                "bias", static_cast<size_t>(c.E) * 4, DType::float32, 0.001f, 0.1f))
+                          : nullptr;
+  a.topk_weights = static_cast<float*>(buf.zeros("weights", static_cast<size_t>(c.T * c.K) * 4));
+  a.topk_ids = static_cast<int32_t*>(buf.zeros("ids", static_cast<size_t>(c.T * c.K) * 4));
+  if (!a.logits || (c.bias && !a.correction_bias) || !a.topk_weights || !a.topk_ids) {
+    state.SkipWithError("device allocation failed");
+    return;
+  }
+  a.tokens = c.T;
+  a.num_experts = c.E;
+  a.top_k = c.K;
+  a.scoring = c.scoring;
+  a.renormalize = c.renormalize;
+  a.routed_scaling_factor = c.scaling;
+  a.logits_dtype = c.dtype;
+  const int64_t bytes = c.T * c.E * static_cast<int64_t>(es) + c.T * c.K * 8;
+  time_launches(state, 0, bytes, [&] { ck::launch_moe_topk_routing(a, gpu().stream); });
+}
+
+void register_all(bool tune) {
+  int device = 0;
+  cudaGetDevice(&device);
+  using A = ck::MoeActivation;
+  const GemmCase gemm_cases[] = {
+      {"e256_r1024_n4096_k6144", 256, 1024, 4096, 6144, A::none},
+      {"e128_r1024_n16384_k5120", 128, 1024, 16384, 5120, A::none},
+      {"dsv3_gate_up_r16_n4096_k7168_silu", 256, 16, 4096, 7168, A::silu_and_mul},
+      {"dsv3_down_r16_n7168_k2048", 256, 16, 7168, 2048, A::none},
+      {"dsv3_gate_up_r128_n4096_k7168_silu", 256, 128, 4096, 7168, A::silu_and_mul},
+      {"dsv3_down_r128_n7168_k2048", 256, 128, 7168, 2048, A::none},
+      {"qwen3_30b_gate_up_r256_n1536_k2048_silu", 128, 256, 1536, 2048, A::silu_and_mul},
+      {"qwen3_30b_down_r256_n2048_k768", 128, 256, 2048, 768, A::none},
+  };
+  for (const GemmCase& c : gemm_cases) {
+    const ck::GroupedGemmArgs shape = gemm_shape(c);
+    const double flops = gemm_flops(c);
+    const int reps = repetitions(flops > 1e13 ? 21 : 51);
+    std::vector<ck::GroupedGemmConfig> configs;
+    const auto space = ck::grouped_gemm_tuning_space(shape, device);
+    const auto add = [&](const ck::GroupedGemmConfig& g) {
+      if (std::find(configs.begin(), configs.end(), g) == configs.end()) configs.push_back(g);
+    };
+    add(space.front());
+    for (const auto& g : space) {
+      if (g.variant != space.front().variant && g.variant != ck::GroupedGemmVariant::simt) {
+        add(g);
+        break;
+      }
+    }
+    if (tune) {
+      for (const auto& g : space)
+        if (g.variant != ck::GroupedGemmVariant::simt || flops < 5e11) add(g);
+    }
+    for (const auto& cfg : configs) {
+      const std::string name = std::string("grouped_gemm/bf16/") + c.label + "/" + cfg.str();
+      finish(benchmark::RegisterBenchmark(name.c_str(), bench_gemm, c, cfg), reps);
+    }
+  }
+  const PermCase perm_cases[] = {
+      {"dsv3_t4096_k8_e256_h7168", 4096, 8, 256, 7168},
+      {"dsv3_t512_k8_e256_h7168", 512, 8, 256, 7168},
+      {"qwen3_30b_t4096_k8_e128_h2048", 4096, 8, 128, 2048},
+  };
+  for (const PermCase& c : perm_cases) {
+    finish(benchmark::RegisterBenchmark((std::string("moe_pre_permute/bf16/") + c.label).c_str(),
+                                        bench_pre_permute, c),
+           repetitions(51));
+    finish(benchmark::RegisterBenchmark((std::string("moe_post_permute/bf16/") + c.label).c_str(),
+                                        bench_post_permute, c),
+           repetitions(51));
+  }
+  const RouteCase route_cases[] = {
+      {"dsv3_t4096_e256_k8_sigmoid_bias", 4096, 256, 8, ck::MoeScoring::sigmoid, true, true, 2.5f,
+       DType::float32},
+      {"qwen3_30b_t4096_e128_k8_softmax", 4096, 128, 8, ck::MoeScoring::softmax, false, true, 1.0f,
+       DType::bfloat16},
+      {"dsv3_t64_e256_k8_sigmoid_bias", 64, 256, 8, ck::MoeScoring::sigmoid, true, true, 2.5f,
+       DType::float32},
+  };
+  for (const RouteCase& c : route_cases)
+    finish(benchmark::RegisterBenchmark((std::string("moe_topk_routing/") + c.label).c_str(),
+                                        bench_routing, c),
+           repetitions(51));
+}
+
+#endif  // TILEOPS_WITH_CUDA
+
+}  // namespace
+
+int main(int argc, char** argv) {
+#if !TILEOPS_WITH_CUDA
+  (void)argc;
+  (void)argv;
+  std::printf("bench_moe_kernels: built without CUDA, nothing to measure\n");
+  return 0;
+#else
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::printf("bench_moe_kernels: no CUDA device, nothing to measure\n");
+    return 0;
+  }
+  const char* tune = std::getenv("TILEOPS_BENCH_TUNE");
+  register_all(tune != nullptr && tune[0] != '\0' && tune[0] != '0');
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+#endif
+}

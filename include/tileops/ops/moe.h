@@ -1,0 +1,264 @@
+// The mixture-of-experts family (manifest/moe.yaml): routing, pre-permute, grouped GEMM and
+// post-permute as kernel ops; the expert MLP, the fused experts and the fused MoE layer as
+// composite ops made of them. The exact semantics of every op are in its manifest entry.
+//
+//   tileops::FusedMoEFwdOp moe({.top_k = 8, .scoring = "sigmoid", .renormalize = true,
+//                               .routed_scaling_factor = 2.5});
+//   tileops::Tensor y = moe(x, router_logits, w13, w2, correction_bias);
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tileops/gen/moe.h"
+#include "tileops/kernel/kernel.h"
+#include "tileops/op/op.h"
+#include "tileops/op/schema.h"
+
+namespace tileops {
+
+// ---- call specs and kernel interfaces ------------------------------------------------------
+// Every tensor handed to a kernel interface is contiguous and on the call's device; outputs are
+// allocated by the op (or are the caller's contiguous `out`).
+
+/// Top-k routing of `tokens` rows of `experts` logits.
+struct MoeRoutingCall : CallSpec {
+  std::int64_t tokens = 0;
+  std::int64_t experts = 0;
+  std::int64_t top_k = 0;
+  DType logits_dtype = DType::float32;
+  bool sigmoid = false;  ///< scoring: sigmoid (true) or softmax (false)
+  bool renormalize = false;
+  bool has_bias = false;
+  friend bool operator==(const MoeRoutingCall&, const MoeRoutingCall&) = default;
+  std::size_t hash() const;
+  std::string str() const;
+};
+
+/// logits [tokens, experts]; bias [experts] float32 or nullptr; weights [tokens, top_k] float32;
+/// ids [tokens, top_k] int32.
+class MoeRoutingInterface {
+ public:
+  static constexpr std::string_view name = "moe_routing";
+  using Request = MoeRoutingCall;
+  virtual ~MoeRoutingInterface() = default;
+  virtual void forward(const Tensor& logits, const Tensor* bias, const Tensor& weights,
+                       const Tensor& ids, double routed_scaling_factor) = 0;
+};
+
+/// Pre-permute (tokens × top_k pairs grouped over num_experts local experts) and post-permute
+/// (`rows` expert rows combined back into tokens).
+struct MoePermuteCall : CallSpec {
+  std::int64_t tokens = 0;
+  std::int64_t hidden = 0;
+  std::int64_t top_k = 0;
+  std::int64_t num_experts = 0;  ///< pre-permute only (0 for post-permute)
+  std::int64_t rows = 0;         ///< post-permute only (0 for pre-permute)
+  DType dtype = DType::bfloat16;
+  bool has_map = false;
+  friend bool operator==(const MoePermuteCall&, const MoePermuteCall&) = default;
+  std::size_t hash() const;
+  std::string str() const;
+};
+
+/// x [tokens, hidden]; ids [tokens, top_k]; map [G] int32 or nullptr; permuted [tokens*top_k,
+/// hidden]; offsets [num_experts + 1]; inverse [tokens, top_k].
+class MoePrePermuteInterface {
+ public:
+  static constexpr std::string_view name = "moe_pre_permute";
+  using Request = MoePermuteCall;
+  virtual ~MoePrePermuteInterface() = default;
+  virtual void forward(const Tensor& x, const Tensor& ids, const Tensor* map,
+                       const Tensor& permuted, const Tensor& offsets, const Tensor& inverse) = 0;
+};
+
+/// expert_out [rows, hidden]; weights [tokens, top_k] float32; inverse [tokens, top_k]; y
+/// [tokens, hidden].
+class MoePostPermuteInterface {
+ public:
+  static constexpr std::string_view name = "moe_post_permute";
+  using Request = MoePermuteCall;
+  virtual ~MoePostPermuteInterface() = default;
+  virtual void forward(const Tensor& expert_out, const Tensor& weights, const Tensor& inverse,
+                       const Tensor& y, double scale) = 0;
+};
+
+/// The grouped GEMM's activation, fused in its epilogue.
+enum class MoeActivation { none, silu_and_mul, gelu_and_mul };
+MoeActivation moe_activation(std::string_view name);  ///< SignatureError for other names
+
+/// rows × n × k over `experts` groups of rows.
+struct GroupedGemmCall : CallSpec {
+  std::int64_t rows = 0;
+  std::int64_t n = 0;
+  std::int64_t k = 0;
+  std::int64_t experts = 0;
+  DType dtype = DType::bfloat16;
+  MoeActivation activation = MoeActivation::none;
+  friend bool operator==(const GroupedGemmCall&, const GroupedGemmCall&) = default;
+  std::size_t hash() const;
+  std::string str() const;
+};
+
+/// a [rows, k]; offsets [experts + 1] int32; b [experts, n, k]; c [rows, n or n / 2].
+class GroupedGemmInterface {
+ public:
+  static constexpr std::string_view name = "moe_grouped_gemm";
+  using Request = GroupedGemmCall;
+  virtual ~GroupedGemmInterface() = default;
+  virtual void forward(const Tensor& a, const Tensor& offsets, const Tensor& b,
+                       const Tensor& c) = 0;
+};
+
+// ---- kernel ops ----------------------------------------------------------------------------
+
+/// Top-k routing: (topk_weights, topk_ids) = op(router_logits, correction_bias).
+class MoETopKRoutingFwdOp final : public gen::MoETopKRoutingFwdOpBase<MoETopKRoutingFwdOp> {
+ public:
+  using MoETopKRoutingFwdOpBase::MoETopKRoutingFwdOpBase;
+  static std::vector<InterfaceInfo> interfaces();
+  static std::vector<ImplementationInfo> kernel_types();
+  void forward(const SignatureCall& call, const Tensor& logits, const Tensor& correction_bias,
+               const Tensor& topk_weights, const Tensor& topk_ids);
+};
+
+/// (permuted_x, expert_offsets, inverse) = op(x, topk_ids, expert_map).
+class MoEPrePermuteFwdOp final : public gen::MoEPrePermuteFwdOpBase<MoEPrePermuteFwdOp> {
+ public:
+  using MoEPrePermuteFwdOpBase::MoEPrePermuteFwdOpBase;
+  static std::vector<InterfaceInfo> interfaces();
+  static std::vector<ImplementationInfo> kernel_types();
+  /// Distinct ids per token (and, with a map, the first num_experts of the global experts local).
+  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
+                                             Device device);
+  void forward(const SignatureCall& call, const Tensor& x, const Tensor& topk_ids,
+               const Tensor& expert_map, const Tensor& permuted_x, const Tensor& expert_offsets,
+               const Tensor& inverse);
+};
+
+/// c = op(a, expert_offsets, b): each expert's rows times its weight, transposed.
+class MoEGroupedGemmFwdOp final : public gen::MoEGroupedGemmFwdOpBase<MoEGroupedGemmFwdOp> {
+ public:
+  using MoEGroupedGemmFwdOpBase::MoEGroupedGemmFwdOpBase;
+  static std::vector<InterfaceInfo> interfaces();
+  static std::vector<ImplementationInfo> kernel_types();
+  /// Uniform routing: expert e owns rows [e*M/E, (e+1)*M/E).
+  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
+                                             Device device);
+  std::string roof_key() const override;
+  void forward(const SignatureCall& call, const Tensor& a, const Tensor& expert_offsets,
+               const Tensor& b, const Tensor& c);
+};
+
+/// y = op(expert_out, topk_weights, inverse).
+class MoEPostPermuteFwdOp final : public gen::MoEPostPermuteFwdOpBase<MoEPostPermuteFwdOp> {
+ public:
+  using MoEPostPermuteFwdOpBase::MoEPostPermuteFwdOpBase;
+  static std::vector<InterfaceInfo> interfaces();
+  static std::vector<ImplementationInfo> kernel_types();
+  /// inverse is a permutation of the expert rows.
+  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
+                                             Device device);
+  void forward(const SignatureCall& call, const Tensor& expert_out, const Tensor& topk_weights,
+               const Tensor& inverse, const Tensor& y);
+};
+
+// ---- composite ops -------------------------------------------------------------------------
+
+/// The experts' MLP: stages gate_up (grouped GEMM fusing the activation) and down. Both sub-ops
+/// are settled at construction.
+class MoEExpertMLPFwdOp final : public gen::MoEExpertMLPFwdOpBase<MoEExpertMLPFwdOp> {
+ public:
+  explicit MoEExpertMLPFwdOp(Params params, Target target = {});
+  static std::vector<DelegateType> delegate_types();
+  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
+                                             Device device);
+  std::string roof_key() const override;
+  void forward(const SignatureCall& call, const Tensor& x, const Tensor& expert_offsets,
+               const Tensor& w13, const Tensor& w2, const Tensor& y);
+
+ private:
+  MoEGroupedGemmFwdOp* gate_up_ = nullptr;
+  MoEGroupedGemmFwdOp* down_ = nullptr;
+};
+
+/// The routed experts for given ids and weights: stages pre_permute (one sub-op per expert
+/// count seen at call time), mlp and post_permute.
+class FusedMoEExpertsFwdOp final : public gen::FusedMoEExpertsFwdOpBase<FusedMoEExpertsFwdOp> {
+ public:
+  explicit FusedMoEExpertsFwdOp(Params params, Target target = {});
+  static std::vector<DelegateType> delegate_types();
+  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
+                                             Device device);
+  std::string roof_key() const override;
+  void forward(const SignatureCall& call, const Tensor& x, const Tensor& topk_weights,
+               const Tensor& topk_ids, const Tensor& w13, const Tensor& w2,
+               const Tensor& expert_map, const Tensor& y);
+
+ private:
+  MoEExpertMLPFwdOp* mlp_ = nullptr;
+  MoEPostPermuteFwdOp* post_permute_ = nullptr;
+};
+
+/// The tokens an expert stage receives, as a prepare step hands them over.
+struct MoEPreparedTokens {
+  Tensor x;             ///< [M', H]
+  Tensor topk_weights;  ///< [M', K] float32
+  Tensor topk_ids;      ///< [M', K] int32 (global expert ids)
+  Tensor expert_map;    ///< [E_global] int32 (global -> local, -1 elsewhere), or undefined
+};
+
+/// Token dispatch before the experts and combine after them. The default passes the tokens
+/// through (one device); an expert-parallel implementation exchanges tokens between ranks in
+/// prepare and sends the results back in finalize.
+class MoEPrepareFinalize {
+ public:
+  virtual ~MoEPrepareFinalize() = default;
+  virtual std::string name() const = 0;
+  virtual MoEPreparedTokens prepare(const Tensor& x, const Tensor& topk_weights,
+                                    const Tensor& topk_ids) = 0;
+  /// Writes the combined result of `expert_output` (rows as prepare handed them out) into y.
+  virtual void finalize(const Tensor& expert_output, const Tensor& y) = 0;
+};
+
+/// One device: prepare hands the tokens over unchanged, finalize copies the result.
+class SingleDevicePrepareFinalize final : public MoEPrepareFinalize {
+ public:
+  std::string name() const override { return "single_device"; }
+  MoEPreparedTokens prepare(const Tensor& x, const Tensor& topk_weights,
+                            const Tensor& topk_ids) override;
+  void finalize(const Tensor& expert_output, const Tensor& y) override;
+};
+
+/// A MoE layer: stages routing and experts, with a prepare/finalize step around the experts.
+/// `experts` and `prepare_finalize` may be injected (kept with their own target);
+/// prepare_finalize without experts is a UsageError, and an injected experts decides
+/// `activation` (a different explicit value is a UsageError).
+class FusedMoEFwdOp final : public gen::FusedMoEFwdOpBase<FusedMoEFwdOp> {
+ public:
+  explicit FusedMoEFwdOp(Params params, Target target = {},
+                         std::shared_ptr<FusedMoEExpertsFwdOp> experts = nullptr,
+                         std::shared_ptr<MoEPrepareFinalize> prepare_finalize = nullptr);
+  static std::vector<DelegateType> delegate_types();
+  static std::vector<std::string> injected_parameters();
+  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
+                                             Device device);
+  std::string roof_key() const override;
+  const MoEPrepareFinalize& prepare_finalize() const { return *prepare_finalize_; }
+  void forward(const SignatureCall& call, const Tensor& x, const Tensor& router_logits,
+               const Tensor& w13, const Tensor& w2, const Tensor& correction_bias,
+               const Tensor& y);
+
+ private:
+  static Params settle(Params params, const FusedMoEExpertsFwdOp* experts,
+                       const MoEPrepareFinalize* prepare_finalize);
+  MoETopKRoutingFwdOp* routing_ = nullptr;
+  FusedMoEExpertsFwdOp* experts_ = nullptr;
+  std::shared_ptr<MoEPrepareFinalize> prepare_finalize_;
+};
+
+}  // namespace tileops

@@ -1,0 +1,551 @@
+// Grouped GEMM, Hopper variant: warpgroup MMA (wgmma) fed by TMA (see moe_cuda.h for the
+// semantics). sm_90a only.
+//
+// Block: one producer warpgroup (its first warp issues the TMA loads; the other three only join
+// the final zero fill) and block_m / 64 consumer warpgroups, each computing 64 x block_n with
+// wgmma.mma_async m64n{block_n}k16 (fp32 accumulators in registers, A and B from shared memory).
+// Per k step of 64 elements a stage holds the A tile [block_m][64] and the B tile [block_n][64],
+// both written by TMA with the 128-byte swizzle (rows of 128 bytes, 8-row groups of 1024 bytes:
+// the wgmma descriptors use that layout, stride 1024 bytes between 8-row groups, and advance by
+// 32 bytes per k16 step). The stages form a ring guarded by mbarriers: full[s] (the producer's
+// arrive.expect_tx + the TMA transaction bytes) and empty[s] (one arrival per consumer warp once
+// its wgmma reading the stage has completed, wgmma.wait_group 1 keeping one k step in flight).
+//
+// Rows past an expert's end and B rows past N read the next expert's data (finite, and only in
+// rows / columns the epilogue masks); past the tensors' ends and past K the TMA fills zeros, so
+// the K tail needs nothing else. Gated activations: the B tile's first block_n / 2 rows are the
+// gate rows j0 .. and the next block_n / 2 the up rows N/2 + j0 .., loaded by two TMA boxes, so
+// accumulator column groups i and i + block_n / 16 of a thread are gate and up of the same output
+// columns. Persistent grid over the shared tile scheduler (the producer warp and every consumer
+// warp run the same cursor); the epilogue stores straight from the accumulators.
+#include "kernels/moe/grouped_gemm_common.cuh"
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "tileops/core/error.h"
+
+// The kernel body and its PTX wrappers exist for the host pass and for sm_90a; any other device
+// target (such as the compute_90 PTX nvcc -arch=sm_90a also embeds) gets a trapping stub.
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define TILEOPS_MOE_WGMMA_BODY 1
+#else
+#define TILEOPS_MOE_WGMMA_BODY 0
+#endif
+
+namespace tileops::cuda_kernels::moe_detail {
+namespace {
+
+#if TILEOPS_MOE_WGMMA_BODY
+// ---------------------------------------------------------------------------------------------
+// PTX wrappers: mbarrier, TMA, wgmma.
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void fence_barrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n"
+        "}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (done == 0);
+}
+
+__device__ __forceinline__ void tma_prefetch(const CUtensorMap* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+
+// 2D tile load: box at (c0 = inner / k coordinate, c1 = row) into `dst`, completing on `bar`.
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int c0, int c1,
+                                            uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+      "%3}], [%4];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+// Keeps the compiler from moving accumulator accesses across the asynchronous wgmma window.
+template <int R>
+__device__ __forceinline__ void fence_regs(float (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// Shared-memory matrix descriptor: K-major, 128-byte swizzle, 8-row groups 1024 bytes apart.
+__device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
+  uint64_t d = static_cast<uint64_t>((addr & 0x3ffffu) >> 4);
+  d |= static_cast<uint64_t>(1) << 16;          // leading byte offset (unused here): 16 bytes
+  d |= static_cast<uint64_t>(1024 >> 4) << 32;  // stride byte offset: 1024 bytes
+  d |= static_cast<uint64_t>(1) << 62;          // swizzle mode: 128 bytes
+  return d;
+}
+
+// D[64 x 128] += A(smem desc) x B(smem desc)^T, bf16, fp32 accumulators.
+__device__ __forceinline__ void wgmma_n128_bf16(float (&d)[64], uint64_t da, uint64_t db) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, %64, %65, p, 1, 1, 0, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63])
+      : "l"(da), "l"(db), "r"(1));
+}
+
+// D[64 x 128] += A(smem desc) x B(smem desc)^T, f16, fp32 accumulators.
+__device__ __forceinline__ void wgmma_n128_f16(float (&d)[64], uint64_t da, uint64_t db) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, %64, %65, p, 1, 1, 0, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63])
+      : "l"(da), "l"(db), "r"(1));
+}
+
+// D[64 x 256] += A(smem desc) x B(smem desc)^T, bf16, fp32 accumulators.
+__device__ __forceinline__ void wgmma_n256_bf16(float (&d)[128], uint64_t da, uint64_t db) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, "
+      "%127"
+      "}, %128, %129, p, 1, 1, 0, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),
+        "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]),
+        "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+        "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
+        "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]),
+        "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]),
+        "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]),
+        "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]),
+        "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(da), "l"(db), "r"(1));
+}
+
+// D[64 x 256] += A(smem desc) x B(smem desc)^T, f16, fp32 accumulators.
+__device__ __forceinline__ void wgmma_n256_f16(float (&d)[128], uint64_t da, uint64_t db) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, "
+      "%127"
+      "}, %128, %129, p, 1, 1, 0, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),
+        "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]),
+        "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+        "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
+        "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]),
+        "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]),
+        "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]),
+        "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]),
+        "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(da), "l"(db), "r"(1));
+}
+
+template <typename T, int BN>
+__device__ __forceinline__ void wgmma_tile(float (&d)[BN / 2], uint64_t da, uint64_t db) {
+  if constexpr (BN == 256) {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      wgmma_n256_bf16(d, da, db);
+    } else {
+      wgmma_n256_f16(d, da, db);
+    }
+  } else {
+    static_assert(BN == 128, "block_n must be 128 or 256");
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      wgmma_n128_bf16(d, da, db);
+    } else {
+      wgmma_n128_f16(d, da, db);
+    }
+  }
+}
+
+#endif  // TILEOPS_MOE_WGMMA_BODY
+
+// ---------------------------------------------------------------------------------------------
+// Kernel.
+
+template <int BM, int BN, int STAGES>
+struct WgShape {
+  static constexpr int kConsumers = BM / 64;
+  static constexpr int kThreads = 128 * (kConsumers + 1);
+  static constexpr int kABytes = BM * 128;
+  static constexpr int kBBytes = BN * 128;
+  static constexpr int kStageBytes = kABytes + kBBytes;
+  static constexpr int kBarOffset = STAGES * kStageBytes;
+  // Stages, 2 x STAGES barriers, and slack to align the base to 1024 bytes.
+  static constexpr int kSmem = kBarOffset + 16 * STAGES + 1024;
+  static_assert(BM == 64 || BM == 128, "block_m must be 64 or 128");
+};
+
+template <typename T, int BM, int BN, int STAGES>
+__global__ void __launch_bounds__(WgShape<BM, BN, STAGES>::kThreads, 1)
+    grouped_gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a,
+                              const __grid_constant__ CUtensorMap tma_b, const GemmParams p) {
+  using S = WgShape<BM, BN, STAGES>;
+#if !TILEOPS_MOE_WGMMA_BODY
+  // Compiled for a target without the sm_90a features: never launched there (the host checks
+  // the device's compute capability).
+  __trap();
+#else
+  constexpr int R = BN / 2;  // accumulators per thread
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  const uint32_t base = (raw + 1023u) & ~1023u;
+  const uint32_t full_bar = base + S::kBarOffset;
+  const uint32_t empty_bar = full_bar + 8 * STAGES;
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int wg = warp >> 2;
+  const int K = static_cast<int>(p.K);
+  const int KT = (K + 63) / 64;
+  const bool is_gated = p.act != kActNone;
+
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(full_bar + 8 * s, 1);
+      mbar_init(empty_bar + 8 * s, 4 * S::kConsumers);
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    if (warp == 0) {
+      // Producer: every lane runs the cursor, lane 0 issues (and alone tracks the ring).
+      if (lane == 0) {
+        tma_prefetch(&tma_a);
+        tma_prefetch(&tma_b);
+      }
+      const int N = static_cast<int>(p.N);
+      TileCursor cursor;
+      TileInfo ti;
+      int stage = 0;
+      uint32_t phase = 0;
+      for (long long t = blockIdx.x; cursor.find(p, BM, t, ti); t += gridDim.x) {
+        const int en = ti.expert * N;
+        int b_row0;
+        int b_row1;
+        if (is_gated) {
+          b_row0 = en + ti.n_tile * (BN / 2);
+          b_row1 = b_row0 + N / 2;
+        } else {
+          b_row0 = en + ti.n_tile * BN;
+          b_row1 = b_row0 + BN / 2;
+        }
+        if (lane == 0) {
+          for (int kt = 0; kt < KT; ++kt) {
+            mbar_wait(empty_bar + 8 * stage, phase ^ 1u);
+            const uint32_t full = full_bar + 8 * stage;
+            mbar_expect_tx(full, S::kStageBytes);
+            const uint32_t sa = base + static_cast<uint32_t>(stage * S::kStageBytes);
+            const uint32_t sb = sa + S::kABytes;
+            tma_load_2d(sa, &tma_a, kt * 64, ti.row0, full);
+            tma_load_2d(sb, &tma_b, kt * 64, b_row0, full);
+            tma_load_2d(sb + S::kBBytes / 2, &tma_b, kt * 64, b_row1, full);
+            if (++stage == STAGES) {
+              stage = 0;
+              phase ^= 1u;
+            }
+          }
+        }
+        __syncwarp();
+      }
+    }
+  } else {
+    // Consumers.
+    const int cw = wg - 1;
+    const int w4 = warp & 3;
+    T* C = static_cast<T*>(p.c);
+    const bool pair = (reinterpret_cast<uintptr_t>(C) & 3u) == 0 && (p.n_out & 1) == 0;
+    float acc[R];
+    TileCursor cursor;
+    TileInfo ti;
+    int stage = 0;
+    uint32_t phase = 0;
+    for (long long t = blockIdx.x; cursor.find(p, BM, t, ti); t += gridDim.x) {
+#pragma unroll
+      for (int i = 0; i < R; ++i) acc[i] = 0.f;
+      int prev = -1;
+      for (int kt = 0; kt < KT; ++kt) {
+        mbar_wait(full_bar + 8 * stage, phase);
+        const uint32_t sa = base + static_cast<uint32_t>(stage * S::kStageBytes) + cw * 64 * 128;
+        const uint32_t sb = base + static_cast<uint32_t>(stage * S::kStageBytes) + S::kABytes;
+        fence_regs(acc);
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks)
+          wgmma_tile<T, BN>(acc, smem_desc(sa + 32 * ks), smem_desc(sb + 32 * ks));
+        wgmma_commit();
+        wgmma_wait<1>();
+        fence_regs(acc);
+        if (prev >= 0) {
+          __syncwarp();
+          if (lane == 0) mbar_arrive(empty_bar + 8 * prev);
+        }
+        prev = stage;
+        if (++stage == STAGES) {
+          stage = 0;
+          phase ^= 1u;
+        }
+      }
+      wgmma_wait<0>();
+      fence_regs(acc);
+      if (prev >= 0) {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty_bar + 8 * prev);
+      }
+      // Epilogue: rows cw * 64 + w4 * 16 + lane / 4 (+ 8); column group i holds columns
+      // 8 i + 2 (lane % 4) (+ 1).
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = cw * 64 + w4 * 16 + (lane >> 2) + 8 * h;
+        if (r >= ti.rows) continue;
+        T* crow = C + static_cast<int64_t>(ti.row0 + r) * p.n_out;
+        if (is_gated) {
+#pragma unroll
+          for (int i = 0; i < BN / 16; ++i) {
+            const int64_t col = static_cast<int64_t>(ti.n_tile) * (BN / 2) + 8 * i + 2 * (lane & 3);
+            const float v0 = gated(p.act, acc[4 * i + 2 * h], acc[4 * (i + BN / 16) + 2 * h]);
+            const float v1 =
+                gated(p.act, acc[4 * i + 2 * h + 1], acc[4 * (i + BN / 16) + 2 * h + 1]);
+            store_pair<T>(crow, col, p.n_out, pair, v0, v1);
+          }
+        } else {
+#pragma unroll
+          for (int i = 0; i < BN / 8; ++i) {
+            const int64_t col = static_cast<int64_t>(ti.n_tile) * BN + 8 * i + 2 * (lane & 3);
+            store_pair<T>(crow, col, p.n_out, pair, acc[4 * i + 2 * h], acc[4 * i + 2 * h + 1]);
+          }
+        }
+      }
+    }
+  }
+  zero_uncovered<T>(p, static_cast<long long>(blockIdx.x) * S::kThreads + tid,
+                    static_cast<long long>(gridDim.x) * S::kThreads);
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host side.
+
+PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* ptr = nullptr;
+    cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;
+    const cudaError_t err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000,
+                                                             cudaEnableDefault, &status);
+    if (err != cudaSuccess || status != cudaDriverEntryPointSuccess) ptr = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(ptr);
+  }();
+  return fn;
+}
+
+// A 2D map over [rows, K] (K contiguous), boxes of 64 x box_rows, 128-byte swizzle, zero fill.
+CUtensorMap make_map(const void* base, DType dtype, int64_t rows, int64_t K, int box_rows) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_fn();
+  if (encode == nullptr)
+    throw UsageError("grouped_gemm (CUDA): cuTensorMapEncodeTiled is not available");
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(K), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(K) * 2};
+  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  const CUresult res = encode(
+      &map,
+      dtype == DType::bfloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+      2, const_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (res != CUDA_SUCCESS)
+    throw UsageError("grouped_gemm (CUDA): cuTensorMapEncodeTiled failed with error " +
+                     std::to_string(static_cast<int>(res)));
+  return map;
+}
+
+using Launcher = void (*)(const GemmParams&, DType, int blocks_per_sm, int sms, long long max_tiles,
+                          cudaStream_t);
+
+template <typename T, int BM, int BN, int STAGES>
+void run(const GemmParams& p, DType dtype, int blocks_per_sm, int sms, long long max_tiles,
+         cudaStream_t stream) {
+  using S = WgShape<BM, BN, STAGES>;
+  const auto kernel = grouped_gemm_wgmma_kernel<T, BM, BN, STAGES>;
+  const void* fn = reinterpret_cast<const void*>(kernel);
+  allow_smem(fn, S::kSmem);
+  const CUtensorMap map_a = make_map(p.a, dtype, p.M, p.K, BM);
+  const CUtensorMap map_b = make_map(p.b, dtype, p.N * p.E, p.K, BN / 2);
+  const int per_sm = blocks_per_sm > 0 ? blocks_per_sm : occupancy(fn, S::kThreads, S::kSmem);
+  const long long grid = std::max<long long>(
+      1, std::min<long long>(static_cast<long long>(sms) * per_sm, std::max(max_tiles, 1LL)));
+  kernel<<<static_cast<unsigned>(grid), S::kThreads, S::kSmem, stream>>>(map_a, map_b, p);
+}
+
+struct Entry {
+  int bm, bn, stages;
+  Launcher bf16;
+  Launcher f16;
+};
+
+template <int BM, int BN, int STAGES>
+constexpr Entry entry() {
+  return Entry{BM, BN, STAGES, run<__nv_bfloat16, BM, BN, STAGES>, run<__half, BM, BN, STAGES>};
+}
+
+const Entry kEntries[] = {
+    entry<128, 256, 4>(),  // 2 consumer warpgroups of 64 x 256, 192 KB
+    entry<128, 256, 3>(),  // 144 KB
+    entry<128, 128, 6>(),  // 192 KB
+    entry<64, 256, 5>(),   // one consumer warpgroup (few rows per expert), 200 KB
+    entry<64, 128, 8>(),   // 192 KB
+};
+
+GroupedGemmConfig to_config(const Entry& e) {
+  GroupedGemmConfig c;
+  c.variant = GroupedGemmVariant::wgmma;
+  c.block_m = e.bm;
+  c.block_n = e.bn;
+  c.block_k = 64;
+  c.warps_m = e.bm / 64;
+  c.warps_n = 1;
+  c.stages = e.stages;
+  return c;
+}
+
+}  // namespace
+
+std::vector<GroupedGemmConfig> wgmma_configs() {
+  std::vector<GroupedGemmConfig> out;
+  for (const Entry& e : kEntries) out.push_back(to_config(e));
+  return out;
+}
+
+void launch_wgmma(const GemmParams& p, const GroupedGemmConfig& config, DType dtype, int sms,
+                  long long max_tiles, cudaStream_t stream) {
+  for (const Entry& e : kEntries) {
+    GroupedGemmConfig c = to_config(e);
+    c.blocks_per_sm = config.blocks_per_sm;
+    if (!(c == config)) continue;
+    (dtype == DType::bfloat16 ? e.bf16 : e.f16)(p, dtype, config.blocks_per_sm, sms, max_tiles,
+                                                stream);
+    return;
+  }
+  throw SignatureError("grouped_gemm (CUDA): no wgmma kernel for config {" + config.str() + "}");
+}
+
+}  // namespace tileops::cuda_kernels::moe_detail

@@ -1,0 +1,153 @@
+// CUDA kernels of the MoE family, with a plain launch API (internal header: no CUDA headers here;
+// every stream is passed as void* and is a cudaStream_t; nullptr is the legacy default stream).
+//
+// - launch_grouped_gemm:     C = A x B_e^T per expert over expert-contiguous rows, optionally with
+//                            a fused gated activation (silu_and_mul, gelu_and_mul).
+// - launch_moe_pre_permute:  groups the (token, k) pairs by expert and gathers the token rows.
+// - launch_moe_post_permute: weighted sum of the expert outputs back to the tokens.
+// - launch_moe_topk_routing: softmax / sigmoid scores, optional correction bias, top-k.
+//
+// Every launcher raises SignatureError for arguments (or a configuration) the kernels cannot take
+// and UsageError when the CUDA runtime reports an error. Empty problems launch nothing, except
+// where an output must still be written (the pre-permute offsets).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tileops/core/dtype.h"
+
+namespace tileops::cuda_kernels {
+
+enum class MoeActivation { none, silu_and_mul, gelu_and_mul };
+enum class MoeScoring { softmax, sigmoid };
+
+// ---------------------------------------------------------------------------------------------
+// Grouped GEMM over expert-contiguous rows.
+//
+// The offsets are made safe before use: o_e = max(o_{e-1}, clamp(expert_offsets[e], 0, M)) with
+// o_{-1} = 0 (clamped, then a running maximum), so a decreasing pair is an empty group and groups
+// never overlap. Expert e owns rows [o_e, o_{e+1}); for those rows, in fp32,
+//   acc[r][n] = sum_k float(a[r][k]) * float(b[e][n][k])
+//   none:          c[r][n] = T(acc[r][n])                                    (N_out = N)
+//   silu_and_mul:  c[r][j] = T(silu(acc[r][j]) * acc[r][j + N/2]),   j < N/2  (N_out = N/2)
+//   gelu_and_mul:  c[r][j] = T(gelu_tanh(acc[r][j]) * acc[r][j + N/2])
+// with silu(g) = g / (1 + exp(-g)) and gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715
+// g^3))), from the fp32 accumulators (no intermediate rounding). Rows outside [o_0, o_E) are
+// written with zeros. For trusted (non-decreasing, in-range) offsets this is exactly
+// rows [off[e], off[e+1]) for expert e.
+struct GroupedGemmArgs {
+  const void* a = nullptr;                  ///< [M, K] row-major, contiguous, dtype
+  const int32_t* expert_offsets = nullptr;  ///< [E + 1], device memory
+  const void* b = nullptr;                  ///< [E, N, K] contiguous (expert weight [N, K], "NT")
+  void* c = nullptr;                        ///< [M, N_out] contiguous
+  int64_t M = 0, N = 0, K = 0, E = 0;
+  MoeActivation activation = MoeActivation::none;
+  DType dtype = DType::bfloat16;  ///< bfloat16 or float16 (a, b and c)
+};
+
+enum class GroupedGemmVariant {
+  /// Plain fp32 FMA kernel (64 x 64 tiles, scalar loads): any K, any alignment. The fallback.
+  simt,
+  /// Tensor cores through mma.sync m16n8k16 + ldmatrix, cp.async multi-stage pipeline,
+  /// persistent grid. Needs K % 8 == 0 and 16-byte aligned a and b (else: simt, by itself).
+  mma,
+  /// Hopper warpgroup MMA (wgmma m64nNk16) fed by TMA (128-byte swizzle) through an mbarrier
+  /// pipeline, one producer warp, persistent grid. Needs sm_90, K % 8 == 0, 16-byte aligned a and
+  /// b, E * N < 2^31 (else: mma, by itself, which may in turn fall back to simt).
+  wgmma,
+};
+
+/// How one grouped GEMM launch is shaped. block_n counts rows of B per tile: with a gated
+/// activation a tile covers block_n / 2 output columns (gate and up halves together).
+struct GroupedGemmConfig {
+  GroupedGemmVariant variant = GroupedGemmVariant::simt;
+  int block_m = 64;
+  int block_n = 64;
+  int block_k = 16;
+  /// mma: the warp grid (warp tile (block_m / warps_m) x (block_n / warps_n)); wgmma: warps_m is
+  /// the number of consumer warpgroups (block_m / 64) and warps_n is 1; simt: 16 x 16 threads.
+  int warps_m = 1;
+  int warps_n = 1;
+  /// Shared-memory pipeline depth (simt: 1).
+  int stages = 1;
+  /// Blocks per multiprocessor of the persistent grid; 0: as many as fit (occupancy).
+  int blocks_per_sm = 0;
+
+  std::string str() const;
+  friend bool operator==(const GroupedGemmConfig&, const GroupedGemmConfig&) = default;
+};
+
+/// A good default for the shape on `device` (wgmma on sm_90 where the shape allows it; the tile
+/// height from the mean rows per expert).
+GroupedGemmConfig grouped_gemm_default_config(const GroupedGemmArgs& args, int device);
+
+/// The configurations worth timing for `args` on `device`; the default is first. The simt
+/// fallback is a member only where no tensor-core variant serves the shape (K % 8 != 0); any
+/// configuration (simt included) can be passed to launch_grouped_gemm for any shape.
+std::vector<GroupedGemmConfig> grouped_gemm_tuning_space(const GroupedGemmArgs& args, int device);
+
+/// Launches on `stream` on the current device. M == 0 or N == 0 launches nothing.
+void launch_grouped_gemm(const GroupedGemmArgs& args, const GroupedGemmConfig& config,
+                         void* stream);
+
+// ---------------------------------------------------------------------------------------------
+// Pre-permute (dispatch): pair p = t * top_k + k has global id g = topk_ids[t][k] and local id
+// e = expert_map ? (0 <= g < map_size ? expert_map[g] : -1) : g; it is kept iff 0 <= e < E.
+// Kept pairs are ordered by (e, p); offsets[e] = number of kept pairs with local id < e. The kept
+// pair of rank i writes permuted[i] = x[t] (bit copy) and inverse[t][k] = i; a dropped pair
+// writes inverse[t][k] = -1; rows permuted[offsets[E] .. T*K-1] are zero-filled. Deterministic.
+// Two kernels: a one-block ranking kernel (writes offsets and inverse) and a row-copy kernel;
+// no scratch memory. num_experts is limited by shared memory (about 50000).
+struct PrePermuteArgs {
+  const void* x = nullptr;
+  int64_t x_row_stride = 0;             ///< [T, H] in elements, inner dim contiguous
+  const int32_t* topk_ids = nullptr;    ///< [T, K] contiguous
+  const int32_t* expert_map = nullptr;  ///< optional [map_size]: global id -> local or -1
+  int64_t map_size = 0;
+  void* permuted = nullptr;           ///< [T*K, H] contiguous
+  int32_t* expert_offsets = nullptr;  ///< [E + 1]
+  int32_t* inverse = nullptr;         ///< [T, K]
+  int64_t tokens = 0, hidden = 0, top_k = 0, num_experts = 0;
+  DType dtype = DType::bfloat16;  ///< float32, float16 or bfloat16
+};
+void launch_moe_pre_permute(const PrePermuteArgs& args, void* stream);
+
+// ---------------------------------------------------------------------------------------------
+// Post-permute (combine): out[t][h] = T(scale * sum_k w[t][k] * float(expert_out[inv[t][k]][h]))
+// over the k (in order) with 0 <= inv[t][k] < rows; fp32 products and sums (not fused), one
+// rounding. 16-byte vector accesses where the pointers and the row length allow it.
+struct PostPermuteArgs {
+  const void* expert_out = nullptr;  ///< [rows, H] contiguous
+  int64_t rows = 0;
+  const float* topk_weights = nullptr;  ///< [T, K] contiguous
+  const int32_t* inverse = nullptr;     ///< [T, K]
+  void* out = nullptr;                  ///< [T, H] contiguous
+  int64_t tokens = 0, hidden = 0, top_k = 0;
+  float scale = 1.0f;
+  DType dtype = DType::bfloat16;  ///< of expert_out and out: float32, float16 or bfloat16
+};
+void launch_moe_post_permute(const PostPermuteArgs& args, void* stream);
+
+// ---------------------------------------------------------------------------------------------
+// Top-k routing: s_e = softmax_e(float(logits[t])) (max subtracted, expf) or
+// sigmoid(float(logits[t][e])); selection score c_e = s_e + bias_e (0 without a bias). The top_k
+// experts by c descending (ties to the smaller e; NaN above everything; -0 == +0) are written in
+// that order; w_k = s_{e_k}; renormalize: w_k = w_k / sum of the selected w (summed in k order);
+// then w_k = w_k * routed_scaling_factor. One warp per token; 1 <= top_k <= E; E is limited by
+// shared memory (about 29000).
+struct TopkRoutingArgs {
+  const void* logits = nullptr;            ///< [T, E] contiguous
+  const float* correction_bias = nullptr;  ///< optional [E]
+  float* topk_weights = nullptr;           ///< [T, K]
+  int32_t* topk_ids = nullptr;             ///< [T, K]
+  int64_t tokens = 0, num_experts = 0, top_k = 0;
+  MoeScoring scoring = MoeScoring::softmax;
+  bool renormalize = false;
+  float routed_scaling_factor = 1.0f;
+  DType logits_dtype = DType::float32;  ///< float32, float16 or bfloat16
+};
+void launch_moe_topk_routing(const TopkRoutingArgs& args, void* stream);
+
+}  // namespace tileops::cuda_kernels

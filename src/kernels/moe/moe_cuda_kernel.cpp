@@ -1,0 +1,139 @@
+#if TILEOPS_WITH_CUDA
+
+#include "kernels/moe/moe_cuda_kernel.h"
+
+#include <vector>
+
+#include "kernels/cuda_tuning.h"
+#include "tileops/core/cuda.h"
+
+namespace tileops {
+
+namespace ck = cuda_kernels;
+
+void MoeRoutingCuda::forward(const Tensor& logits, const Tensor* bias, const Tensor& weights,
+                             const Tensor& ids, double routed_scaling_factor) {
+  ck::TopkRoutingArgs args;
+  args.logits = logits.data_ptr();
+  args.correction_bias = bias != nullptr ? bias->data<float>() : nullptr;
+  args.topk_weights = weights.data<float>();
+  args.topk_ids = ids.data<std::int32_t>();
+  args.tokens = call_.tokens;
+  args.num_experts = call_.experts;
+  args.top_k = call_.top_k;
+  args.scoring = call_.sigmoid ? ck::MoeScoring::sigmoid : ck::MoeScoring::softmax;
+  args.renormalize = call_.renormalize;
+  args.routed_scaling_factor = static_cast<float>(routed_scaling_factor);
+  args.logits_dtype = call_.logits_dtype;
+  ck::launch_moe_topk_routing(args, cuda_current_stream(call_.device.index));
+}
+
+void MoePrePermuteCuda::forward(const Tensor& x, const Tensor& ids, const Tensor* map,
+                                const Tensor& permuted, const Tensor& offsets,
+                                const Tensor& inverse) {
+  ck::PrePermuteArgs args;
+  args.x = x.data_ptr();
+  args.x_row_stride = call_.hidden;
+  args.topk_ids = ids.data<std::int32_t>();
+  args.expert_map = map != nullptr ? map->data<std::int32_t>() : nullptr;
+  args.map_size = map != nullptr ? map->numel() : 0;
+  args.permuted = permuted.data_ptr();
+  args.expert_offsets = offsets.data<std::int32_t>();
+  args.inverse = inverse.data<std::int32_t>();
+  args.tokens = call_.tokens;
+  args.hidden = call_.hidden;
+  args.top_k = call_.top_k;
+  args.num_experts = call_.num_experts;
+  args.dtype = call_.dtype;
+  ck::launch_moe_pre_permute(args, cuda_current_stream(call_.device.index));
+}
+
+void MoePostPermuteCuda::forward(const Tensor& expert_out, const Tensor& weights,
+                                 const Tensor& inverse, const Tensor& y, double scale) {
+  ck::PostPermuteArgs args;
+  args.expert_out = expert_out.data_ptr();
+  args.rows = call_.rows;
+  args.topk_weights = weights.data<float>();
+  args.inverse = inverse.data<std::int32_t>();
+  args.out = y.data_ptr();
+  args.tokens = call_.tokens;
+  args.hidden = call_.hidden;
+  args.top_k = call_.top_k;
+  args.scale = static_cast<float>(scale);
+  args.dtype = call_.dtype;
+  ck::launch_moe_post_permute(args, cuda_current_stream(call_.device.index));
+}
+
+namespace {
+
+ck::MoeActivation kernel_activation(MoeActivation a) {
+  switch (a) {
+    case MoeActivation::silu_and_mul:
+      return ck::MoeActivation::silu_and_mul;
+    case MoeActivation::gelu_and_mul:
+      return ck::MoeActivation::gelu_and_mul;
+    case MoeActivation::none:
+      break;
+  }
+  return ck::MoeActivation::none;
+}
+
+}  // namespace
+
+ck::GroupedGemmArgs GroupedGemmCuda::shape_args() const {
+  ck::GroupedGemmArgs args;
+  args.M = call_.rows;
+  args.N = call_.n;
+  args.K = call_.k;
+  args.E = call_.experts;
+  args.activation = kernel_activation(call_.activation);
+  args.dtype = call_.dtype;
+  return args;
+}
+
+GroupedGemmCuda::GroupedGemmCuda(const GroupedGemmCall& call)
+    : call_(call), config_(ck::grouped_gemm_default_config(shape_args(), call.device.index)) {}
+
+std::string GroupedGemmCuda::config() const {
+  std::lock_guard lock(mutex_);
+  return config_.str() + (tuned_ ? " (tuned)" : "");
+}
+
+std::vector<std::string> GroupedGemmCuda::tuning_space() const {
+  std::vector<std::string> out;
+  for (const auto& c : ck::grouped_gemm_tuning_space(shape_args(), call_.device.index)) {
+    out.push_back(c.str());
+  }
+  return out;
+}
+
+void GroupedGemmCuda::forward(const Tensor& a, const Tensor& offsets, const Tensor& b,
+                              const Tensor& c) {
+  ck::GroupedGemmArgs args = shape_args();
+  args.a = a.data_ptr();
+  args.expert_offsets = offsets.data<std::int32_t>();
+  args.b = b.data_ptr();
+  args.c = c.data_ptr();
+  void* stream = cuda_current_stream(call_.device.index);
+  ck::GroupedGemmConfig config;
+  {
+    std::lock_guard lock(mutex_);
+    if (tune_requested() && !tuned_) {
+      // Every candidate writes the same c (the call's own output): harmless.
+      const auto space = ck::grouped_gemm_tuning_space(args, call_.device.index);
+      std::vector<std::string> names;
+      for (const auto& s : space) names.push_back(s.str());
+      const std::size_t best = tune_by_timing(
+          tuning_key("moe_grouped_gemm", call_.str()), names, call_.device.index, stream,
+          [&](std::size_t i) { ck::launch_grouped_gemm(args, space[i], stream); });
+      config_ = space[best];
+      tuned_ = true;
+    }
+    config = config_;
+  }
+  ck::launch_grouped_gemm(args, config, stream);
+}
+
+}  // namespace tileops
+
+#endif  // TILEOPS_WITH_CUDA

@@ -1,0 +1,76 @@
+// Internal: the CUDA implementations of the MoE kernel interfaces (Hopper, sm_90a). Wrap the
+// launchers of moe_cuda.h; the grouped GEMM exposes its configuration and tunes among its
+// candidates.
+#pragma once
+
+#if TILEOPS_WITH_CUDA
+
+#include <mutex>
+#include <optional>
+
+#include "kernels/moe/moe_cuda.h"
+#include "tileops/ops/moe.h"
+
+namespace tileops {
+
+class MoeRoutingCuda final : public Kernel, public MoeRoutingInterface {
+ public:
+  using Interface = MoeRoutingInterface;
+  static std::vector<Device::Type> devices() { return {Device::Type::cuda}; }
+  static std::optional<std::vector<int>> supported_archs() { return std::vector<int>{90}; }
+  explicit MoeRoutingCuda(const MoeRoutingCall& call) : call_(call) {}
+  void forward(const Tensor& logits, const Tensor* bias, const Tensor& weights, const Tensor& ids,
+               double routed_scaling_factor) override;
+
+ private:
+  MoeRoutingCall call_;
+};
+
+class MoePrePermuteCuda final : public Kernel, public MoePrePermuteInterface {
+ public:
+  using Interface = MoePrePermuteInterface;
+  static std::vector<Device::Type> devices() { return {Device::Type::cuda}; }
+  static std::optional<std::vector<int>> supported_archs() { return std::vector<int>{90}; }
+  explicit MoePrePermuteCuda(const MoePermuteCall& call) : call_(call) {}
+  void forward(const Tensor& x, const Tensor& ids, const Tensor* map, const Tensor& permuted,
+               const Tensor& offsets, const Tensor& inverse) override;
+
+ private:
+  MoePermuteCall call_;
+};
+
+class MoePostPermuteCuda final : public Kernel, public MoePostPermuteInterface {
+ public:
+  using Interface = MoePostPermuteInterface;
+  static std::vector<Device::Type> devices() { return {Device::Type::cuda}; }
+  static std::optional<std::vector<int>> supported_archs() { return std::vector<int>{90}; }
+  explicit MoePostPermuteCuda(const MoePermuteCall& call) : call_(call) {}
+  void forward(const Tensor& expert_out, const Tensor& weights, const Tensor& inverse,
+               const Tensor& y, double scale) override;
+
+ private:
+  MoePermuteCall call_;
+};
+
+class GroupedGemmCuda final : public Kernel, public GroupedGemmInterface {
+ public:
+  using Interface = GroupedGemmInterface;
+  static std::vector<Device::Type> devices() { return {Device::Type::cuda}; }
+  static std::optional<std::vector<int>> supported_archs() { return std::vector<int>{90}; }
+  explicit GroupedGemmCuda(const GroupedGemmCall& call);
+  void forward(const Tensor& a, const Tensor& offsets, const Tensor& b, const Tensor& c) override;
+  std::string config() const override;
+  std::vector<std::string> tuning_space() const override;
+
+ private:
+  cuda_kernels::GroupedGemmArgs shape_args() const;
+
+  GroupedGemmCall call_;
+  mutable std::mutex mutex_;
+  cuda_kernels::GroupedGemmConfig config_;
+  bool tuned_ = false;
+};
+
+}  // namespace tileops
+
+#endif  // TILEOPS_WITH_CUDA

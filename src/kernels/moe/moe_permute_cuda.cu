@@ -1,0 +1,476 @@
+// MoE pre-permute (dispatch) and post-permute (combine) kernels (see moe_cuda.h for the
+// semantics).
+//
+// Pre-permute, two kernels and no scratch memory:
+// 1. rank (one block of W warps, W x E counters in shared memory): warp w owns a contiguous
+//    segment of the pairs. Pass 1 counts, per warp, the pairs of each expert (32 pairs at a time;
+//    __match_any_sync groups the lanes of equal expert, the highest lane of each group adds the
+//    group's size). Then, per expert, the counters become the exclusive prefix over the warps,
+//    a block scan over the experts gives offsets (written to expert_offsets), and each counter
+//    gets its expert's offset. Pass 2 walks the segment again in order: the rank of a pair is its
+//    counter plus the lanes below it in its group; the group's highest lane advances the counter.
+//    Ranks are therefore ordered by (expert, pair index): stable and deterministic.
+// 2. gather (a warp per pair): a kept pair copies its token's row to permuted[inverse] with the
+//    widest vector (16, 8, 4 or 2 bytes) the pointers, the stride and the row length allow; pair
+//    p >= offsets[E] also zero-fills row p (rows offsets[E] .. T*K-1).
+//
+// Post-permute: a thread per (token, 16-byte vector of the row) (scalar when the pointers or the
+// row length do not allow vectors), the k loop in order with up to 4 rows' loads in flight; fp32
+// products and sums with explicit rounding (__fmul_rn / __fadd_rn, no contraction), one rounding
+// to T at the end.
+#include "kernels/moe/moe_cuda.h"
+
+#include "kernels/cuda_vectors.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <string>
+
+#include "tileops/core/error.h"
+
+namespace tileops::cuda_kernels {
+namespace {
+
+using vec::load_nc;
+using vec::pack;
+using vec::Raw;
+using vec::unpack;
+
+// ---------------------------------------------------------------------------------------------
+// Pre-permute: ranking.
+
+constexpr int kRankMaxWarps = 32;
+constexpr int kRankUnroll = 4;  // groups of 32 pairs whose ids are loaded together
+
+struct RankParams {
+  const int32_t* ids;
+  const int32_t* map;  // nullptr: identity
+  int64_t map_size;
+  int32_t* offsets;
+  int32_t* inverse;
+  int64_t pairs;
+  int64_t segment;  // pairs per warp (a multiple of 32)
+  int E;
+};
+
+__device__ __forceinline__ int local_expert(const RankParams& p, int64_t i) {
+  const int32_t g = __ldg(p.ids + i);
+  int e = g;
+  if (p.map != nullptr) e = (g >= 0 && g < p.map_size) ? __ldg(p.map + g) : -1;
+  return (e >= 0 && e < p.E) ? e : -1;
+}
+
+// Exclusive scan of v over the block; `total` gets the block's sum. Every thread must call it.
+__device__ int block_exclusive_scan(int v, int& total, int* warp_sums) {
+  const int lane = static_cast<int>(threadIdx.x & 31u);
+  const int warp = static_cast<int>(threadIdx.x >> 5);
+  const int warps = static_cast<int>(blockDim.x >> 5);
+  int incl = v;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int y = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += y;
+  }
+  if (lane == 31) warp_sums[warp] = incl;
+  __syncthreads();
+  if (warp == 0) {
+    int w = lane < warps ? warp_sums[lane] : 0;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int y = __shfl_up_sync(0xffffffffu, w, o);
+      if (lane >= o) w += y;
+    }
+    if (lane < warps) warp_sums[lane] = w;
+  }
+  __syncthreads();
+  const int base = warp > 0 ? warp_sums[warp - 1] : 0;
+  total = warp_sums[warps - 1];
+  __syncthreads();  // warp_sums is reused by the next call
+  return base + incl - v;
+}
+
+__global__ void __launch_bounds__(kRankMaxWarps * 32) moe_rank_kernel(const RankParams p) {
+  extern __shared__ int counters[];  // [warps][E]
+  __shared__ int warp_sums[32];
+  const int lane = static_cast<int>(threadIdx.x & 31u);
+  const int warp = static_cast<int>(threadIdx.x >> 5);
+  const int warps = static_cast<int>(blockDim.x >> 5);
+  const int E = p.E;
+  const int64_t total_counters = static_cast<int64_t>(warps) * E;
+  for (int64_t i = threadIdx.x; i < total_counters; i += blockDim.x) counters[i] = 0;
+  __syncthreads();
+
+  int* mine = counters + static_cast<int64_t>(warp) * E;
+  const int64_t begin = static_cast<int64_t>(warp) * p.segment;
+  const int64_t end = min(p.pairs, begin + p.segment);
+  const unsigned lanes_below = (1u << lane) - 1u;
+
+  // Pass 1: counts of this warp's segment.
+  for (int64_t base = begin; base < end; base += 32 * kRankUnroll) {
+    int e[kRankUnroll];
+#pragma unroll
+    for (int u = 0; u < kRankUnroll; ++u) {
+      const int64_t i = base + u * 32 + lane;
+      e[u] = i < end ? local_expert(p, i) : -1;
+    }
+#pragma unroll
+    for (int u = 0; u < kRankUnroll; ++u) {
+      const unsigned peers = __match_any_sync(0xffffffffu, e[u]);
+      if (e[u] >= 0 && lane == 31 - __clz(static_cast<int>(peers))) mine[e[u]] += __popc(peers);
+      __syncwarp();
+    }
+  }
+  __syncthreads();
+
+  // Per expert: exclusive prefix over the warps, then the offsets (block scan over experts).
+  int carry = 0;
+  for (int base = 0; base < E; base += static_cast<int>(blockDim.x)) {
+    const int e = base + static_cast<int>(threadIdx.x);
+    int count = 0;
+    if (e < E) {
+      for (int w = 0; w < warps; ++w) {
+        int* c = counters + static_cast<int64_t>(w) * E + e;
+        const int v = *c;
+        *c = count;
+        count += v;
+      }
+    }
+    int chunk_total = 0;
+    const int excl = block_exclusive_scan(count, chunk_total, warp_sums);
+    if (e < E) {
+      const int off = carry + excl;
+      p.offsets[e] = off;
+      for (int w = 0; w < warps; ++w) counters[static_cast<int64_t>(w) * E + e] += off;
+    }
+    carry += chunk_total;
+  }
+  if (threadIdx.x == 0) p.offsets[E] = carry;
+  __syncthreads();
+
+  // Pass 2: ranks, in pair order within the segment.
+  for (int64_t base = begin; base < end; base += 32 * kRankUnroll) {
+    int e[kRankUnroll];
+#pragma unroll
+    for (int u = 0; u < kRankUnroll; ++u) {
+      const int64_t i = base + u * 32 + lane;
+      e[u] = i < end ? local_expert(p, i) : -1;
+    }
+#pragma unroll
+    for (int u = 0; u < kRankUnroll; ++u) {
+      const int64_t i = base + u * 32 + lane;
+      const unsigned peers = __match_any_sync(0xffffffffu, e[u]);
+      int rank = -1;
+      if (e[u] >= 0) rank = mine[e[u]] + __popc(peers & lanes_below);
+      __syncwarp();
+      if (e[u] >= 0 && lane == 31 - __clz(static_cast<int>(peers))) mine[e[u]] += __popc(peers);
+      __syncwarp();
+      if (i < end) p.inverse[i] = rank;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pre-permute: row gather.
+
+constexpr int kGatherThreads = 256;
+constexpr int kGatherUnroll = 4;
+
+struct GatherParams {
+  const unsigned char* x;
+  int64_t x_stride_bytes;
+  unsigned char* permuted;
+  int64_t row_bytes;
+  const int32_t* offsets;
+  const int32_t* inverse;
+  int64_t pairs;
+  int64_t top_k;
+  int E;
+};
+
+template <typename V>
+__global__ void __launch_bounds__(kGatherThreads) moe_gather_kernel(const GatherParams p) {
+  const int64_t pair =
+      static_cast<int64_t>(blockIdx.x) * (kGatherThreads / 32) + (threadIdx.x >> 5);
+  if (pair >= p.pairs) return;
+  const int lane = static_cast<int>(threadIdx.x & 31u);
+  const int64_t nv = p.row_bytes / static_cast<int64_t>(sizeof(V));
+  const int32_t kept = p.offsets[p.E];
+  const int32_t dst = p.inverse[pair];
+  if (dst >= 0) {
+    const V* src = reinterpret_cast<const V*>(p.x + (pair / p.top_k) * p.x_stride_bytes);
+    V* out = reinterpret_cast<V*>(p.permuted + static_cast<int64_t>(dst) * p.row_bytes);
+    for (int64_t i = lane; i < nv; i += 32 * kGatherUnroll) {
+      V v[kGatherUnroll];
+#pragma unroll
+      for (int u = 0; u < kGatherUnroll; ++u)
+        if (i + 32 * u < nv) v[u] = __ldg(src + i + 32 * u);
+#pragma unroll
+      for (int u = 0; u < kGatherUnroll; ++u)
+        if (i + 32 * u < nv) out[i + 32 * u] = v[u];
+    }
+  }
+  if (pair >= kept) {
+    V* out = reinterpret_cast<V*>(p.permuted + pair * p.row_bytes);
+    V z;
+    __builtin_memset(&z, 0, sizeof(V));
+    for (int64_t i = lane; i < nv; i += 32) out[i] = z;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Post-permute.
+
+constexpr int kCombineThreads = 256;
+constexpr int kCombineUnroll = 4;
+
+struct CombineParams {
+  const void* expert_out;
+  int64_t rows;
+  const float* weights;
+  const int32_t* inverse;
+  void* out;
+  int64_t hidden;
+  int64_t top_k;
+  int64_t nvec;   // vectors per row
+  int64_t items;  // tokens * nvec
+  float scale;
+};
+
+template <typename T, int VEC>
+__global__ void __launch_bounds__(kCombineThreads) moe_combine_kernel(const CombineParams p) {
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * kCombineThreads + threadIdx.x;
+  if (item >= p.items) return;
+  const int64_t t = item / p.nvec;
+  const int64_t col = (item - t * p.nvec) * VEC;
+  const T* src = static_cast<const T*>(p.expert_out) + col;
+  const int32_t* inv = p.inverse + t * p.top_k;
+  const float* w = p.weights + t * p.top_k;
+  float acc[VEC];
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) acc[e] = 0.f;
+  for (int64_t k0 = 0; k0 < p.top_k; k0 += kCombineUnroll) {
+    Raw<T, VEC> v[kCombineUnroll];
+    float wk[kCombineUnroll];
+    bool ok[kCombineUnroll];
+#pragma unroll
+    for (int u = 0; u < kCombineUnroll; ++u) {
+      ok[u] = false;
+      wk[u] = 0.f;
+      if (k0 + u < p.top_k) {
+        const int32_t r = __ldg(inv + k0 + u);
+        if (r >= 0 && r < p.rows) {
+          ok[u] = true;
+          wk[u] = __ldg(w + k0 + u);
+          v[u] = load_nc<T, VEC>(src + static_cast<int64_t>(r) * p.hidden);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kCombineUnroll; ++u) {
+      if (!ok[u]) continue;
+      float f[VEC];
+      unpack<T, VEC>(v[u], f);
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) acc[e] = __fadd_rn(acc[e], __fmul_rn(wk[u], f[e]));
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) acc[e] = __fmul_rn(p.scale, acc[e]);
+  T* dst = static_cast<T*>(p.out) + t * p.hidden + col;
+  *reinterpret_cast<Raw<T, VEC>*>(dst) = pack<T, VEC>(acc);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host side.
+
+[[noreturn]] void throw_cuda(const char* op, cudaError_t err, const char* what) {
+  throw UsageError(std::string(op) + " (CUDA): " + what + ": " + cudaGetErrorName(err) + ": " +
+                   cudaGetErrorString(err));
+}
+
+void check_dtype(const char* op, DType dtype) {
+  if (dtype != DType::float32 && dtype != DType::float16 && dtype != DType::bfloat16)
+    throw SignatureError(std::string(op) +
+                         " (CUDA): dtype must be float32, float16 or bfloat16, got " +
+                         std::string(dtype_name(dtype)));
+}
+
+bool aligned_to(const void* p, int64_t align) {
+  return reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(align) == 0;
+}
+
+void check_launch(const char* op) {
+  if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess)
+    throw_cuda(op, err, "kernel launch");
+}
+
+int max_optin_smem() {
+  int device = 0;
+  if (const cudaError_t err = cudaGetDevice(&device); err != cudaSuccess)
+    throw_cuda("moe_pre_permute", err, "cudaGetDevice");
+  int bytes = 0;
+  if (const cudaError_t err =
+          cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+      err != cudaSuccess)
+    throw_cuda("moe_pre_permute", err, "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin)");
+  return bytes;
+}
+
+template <typename V>
+void launch_gather(const GatherParams& g, cudaStream_t stream) {
+  const int64_t blocks = (g.pairs + kGatherThreads / 32 - 1) / (kGatherThreads / 32);
+  moe_gather_kernel<V><<<static_cast<unsigned>(blocks), kGatherThreads, 0, stream>>>(g);
+}
+
+template <typename T>
+void launch_combine(const CombineParams& c, bool vector_path, cudaStream_t stream) {
+  const auto blocks = static_cast<unsigned>((c.items + kCombineThreads - 1) / kCombineThreads);
+  if (vector_path) {
+    moe_combine_kernel<T, 16 / sizeof(T)><<<blocks, kCombineThreads, 0, stream>>>(c);
+  } else {
+    moe_combine_kernel<T, 1><<<blocks, kCombineThreads, 0, stream>>>(c);
+  }
+}
+
+}  // namespace
+
+void launch_moe_pre_permute(const PrePermuteArgs& a, void* stream) {
+  const char* op = "moe_pre_permute";
+  check_dtype(op, a.dtype);
+  if (a.tokens < 0 || a.hidden < 0 || a.top_k < 0 || a.num_experts < 0 || a.map_size < 0)
+    throw SignatureError("moe_pre_permute (CUDA): negative size");
+  const int64_t pairs = a.tokens * a.top_k;
+  if (pairs > INT_MAX || a.num_experts > INT_MAX - 1)
+    throw SignatureError("moe_pre_permute (CUDA): too many pairs or experts (" +
+                         std::to_string(pairs) + " pairs, " + std::to_string(a.num_experts) +
+                         " experts)");
+  if (a.expert_offsets == nullptr)
+    throw SignatureError("moe_pre_permute (CUDA): expert_offsets must not be null");
+  if (pairs > 0 && (a.topk_ids == nullptr || a.inverse == nullptr))
+    throw SignatureError("moe_pre_permute (CUDA): topk_ids and inverse must not be null");
+  if (pairs > 0 && a.hidden > 0 && (a.x == nullptr || a.permuted == nullptr))
+    throw SignatureError("moe_pre_permute (CUDA): x and permuted must not be null");
+  if (a.tokens > 1 && a.x_row_stride < a.hidden)
+    throw SignatureError("moe_pre_permute (CUDA): x_row_stride is smaller than hidden");
+  if (a.expert_map != nullptr && a.map_size == 0)
+    throw SignatureError("moe_pre_permute (CUDA): expert_map given with map_size 0");
+  const auto es = static_cast<int64_t>(element_size(a.dtype));
+  if (!aligned_to(a.x, es) || !aligned_to(a.permuted, es))
+    throw SignatureError(
+        "moe_pre_permute (CUDA): x or permuted is not aligned to its element size");
+  const auto st = static_cast<cudaStream_t>(stream);
+  const int E = static_cast<int>(a.num_experts);
+
+  // Ranking: one block; as many warps (<= 32) as have counters in 48 KB, or one warp with the
+  // opt-in shared memory for very many experts.
+  int warps = kRankMaxWarps;
+  int64_t smem = 0;
+  if (E > 0) {
+    warps = static_cast<int>(std::min<int64_t>(kRankMaxWarps, (48 * 1024) / (4 * int64_t{E})));
+    if (warps < 1) {
+      warps = 1;
+      if (4 * int64_t{E} > max_optin_smem())
+        throw SignatureError("moe_pre_permute (CUDA): too many experts for shared memory: " +
+                             std::to_string(E));
+    }
+    smem = 4 * int64_t{E} * warps;
+  }
+  warps = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(warps, (pairs + 31) / 32)));
+  smem = 4 * int64_t{E} * warps;
+  if (smem > 48 * 1024) {
+    if (const cudaError_t err = cudaFuncSetAttribute(
+            moe_rank_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+        err != cudaSuccess)
+      throw_cuda(op, err, "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+  }
+  RankParams r;
+  r.ids = a.topk_ids;
+  r.map = a.expert_map;
+  r.map_size = a.expert_map != nullptr ? a.map_size : 0;
+  r.offsets = a.expert_offsets;
+  r.inverse = a.inverse;
+  r.pairs = pairs;
+  r.segment = ((pairs + warps - 1) / warps + 31) / 32 * 32;
+  r.E = E;
+  moe_rank_kernel<<<1, warps * 32, static_cast<size_t>(smem), st>>>(r);
+  check_launch(op);
+
+  // Gather and zero fill.
+  const int64_t row_bytes = a.hidden * es;
+  if (pairs == 0 || row_bytes == 0) return;
+  GatherParams g;
+  g.x = static_cast<const unsigned char*>(a.x);
+  g.x_stride_bytes = a.x_row_stride * es;
+  g.permuted = static_cast<unsigned char*>(a.permuted);
+  g.row_bytes = row_bytes;
+  g.offsets = a.expert_offsets;
+  g.inverse = a.inverse;
+  g.pairs = pairs;
+  g.top_k = a.top_k;
+  g.E = E;
+  const auto fits = [&](int64_t v) {
+    return aligned_to(a.x, v) && aligned_to(a.permuted, v) && row_bytes % v == 0 &&
+           (a.tokens <= 1 || g.x_stride_bytes % v == 0);
+  };
+  if (fits(16)) {
+    launch_gather<uint4>(g, st);
+  } else if (fits(8)) {
+    launch_gather<uint2>(g, st);
+  } else if (fits(4)) {
+    launch_gather<unsigned int>(g, st);
+  } else {
+    launch_gather<unsigned short>(g, st);
+  }
+  check_launch(op);
+}
+
+void launch_moe_post_permute(const PostPermuteArgs& a, void* stream) {
+  const char* op = "moe_post_permute";
+  check_dtype(op, a.dtype);
+  if (a.tokens < 0 || a.hidden < 0 || a.top_k < 0 || a.rows < 0)
+    throw SignatureError("moe_post_permute (CUDA): negative size");
+  if (a.tokens == 0 || a.hidden == 0) return;
+  if (a.out == nullptr) throw SignatureError("moe_post_permute (CUDA): out must not be null");
+  if (a.top_k > 0 && (a.topk_weights == nullptr || a.inverse == nullptr))
+    throw SignatureError("moe_post_permute (CUDA): topk_weights and inverse must not be null");
+  if (a.rows > 0 && a.top_k > 0 && a.expert_out == nullptr)
+    throw SignatureError("moe_post_permute (CUDA): expert_out must not be null");
+  const auto es = static_cast<int64_t>(element_size(a.dtype));
+  if (!aligned_to(a.expert_out, es) || !aligned_to(a.out, es))
+    throw SignatureError("moe_post_permute (CUDA): a pointer is not aligned to its element size");
+  const bool vector_path =
+      (a.hidden * es) % 16 == 0 && aligned_to(a.expert_out, 16) && aligned_to(a.out, 16);
+  CombineParams c;
+  c.expert_out = a.expert_out;
+  c.rows = a.rows;
+  c.weights = a.topk_weights;
+  c.inverse = a.inverse;
+  c.out = a.out;
+  c.hidden = a.hidden;
+  c.top_k = a.top_k;
+  c.nvec = vector_path ? a.hidden * es / 16 : a.hidden;
+  c.items = a.tokens * c.nvec;
+  c.scale = a.scale;
+  if ((c.items + kCombineThreads - 1) / kCombineThreads > INT_MAX)
+    throw SignatureError("moe_post_permute (CUDA): problem too large");
+  const auto st = static_cast<cudaStream_t>(stream);
+  switch (a.dtype) {
+    case DType::float32:
+      launch_combine<float>(c, vector_path, st);
+      break;
+    case DType::float16:
+      launch_combine<__half>(c, vector_path, st);
+      break;
+    default:
+      launch_combine<__nv_bfloat16>(c, vector_path, st);
+      break;
+  }
+  check_launch(op);
+}
+
+}  // namespace tileops::cuda_kernels

@@ -1,0 +1,226 @@
+// MoE top-k routing kernel (see moe_cuda.h for the semantics).
+//
+// One warp per token; the warp keeps the token's scores s_e and selection scores c_e in shared
+// memory (lane l owns the experts l, l + 32, ...). Softmax: warp max, expf(l - max), warp sum
+// (butterfly: every lane holds the same sum), s = ex / sum. The selection runs top_k rounds; each
+// round takes the largest (c_e, e) key strictly below the previous round's key, where the key
+// orders c descending with ties to the smaller e (NaN above +inf, -0 equal to +0). No expert is
+// ever marked, so the rounds cost E / 32 comparisons per lane each. The round's lane (r % 32)
+// writes id and raw weight; at the end each lane rescales the weights it wrote.
+#include "kernels/moe/moe_cuda.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "tileops/core/error.h"
+
+namespace tileops::cuda_kernels {
+namespace {
+
+constexpr int kRouteMaxWarps = 4;
+
+struct RouteParams {
+  const void* logits;
+  const float* bias;
+  float* weights;
+  int32_t* ids;
+  int64_t tokens;
+  int E;
+  int K;
+  int warps;  // tokens per block
+  bool softmax;
+  bool renormalize;
+  float scaling;
+};
+
+template <typename L>
+__device__ __forceinline__ float to_float(L v) {
+  if constexpr (std::is_same_v<L, float>) {
+    return v;
+  } else if constexpr (std::is_same_v<L, __nv_bfloat16>) {
+    return __bfloat162float(v);
+  } else {
+    return __half2float(v);
+  }
+}
+
+// Larger key = selected first: c descending, then e ascending. Never 0.
+__device__ __forceinline__ unsigned long long selection_key(float c, int e) {
+  uint32_t k;
+  if (c != c) {
+    k = 0xffc00000u;  // every NaN: above +inf (0xff800000)
+  } else {
+    if (c == 0.0f) c = 0.0f;  // -0 -> +0
+    const uint32_t b = __float_as_uint(c);
+    k = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+  }
+  return (static_cast<unsigned long long>(k) << 32) |
+         static_cast<uint32_t>(~static_cast<uint32_t>(e));
+}
+
+template <typename L>
+__global__ void __launch_bounds__(kRouteMaxWarps * 32) moe_topk_kernel(const RouteParams p) {
+  extern __shared__ float route_smem[];  // per warp: s[E], c[E]
+  const int lane = static_cast<int>(threadIdx.x & 31u);
+  const int warp = static_cast<int>(threadIdx.x >> 5);
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * p.warps + warp;
+  if (t >= p.tokens) return;  // the whole warp
+  const int E = p.E;
+  float* s = route_smem + static_cast<int64_t>(warp) * 2 * E;
+  float* c = s + E;
+  const L* lg = static_cast<const L*>(p.logits) + t * E;
+
+  float mx = -INFINITY;
+  for (int e = lane; e < E; e += 32) {
+    const float x = to_float(lg[e]);
+    s[e] = x;
+    mx = fmaxf(mx, x);
+  }
+  if (p.softmax) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    float sum = 0.f;
+    for (int e = lane; e < E; e += 32) {
+      const float ex = expf(s[e] - mx);
+      s[e] = ex;
+      sum += ex;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    for (int e = lane; e < E; e += 32) s[e] = s[e] / sum;
+  } else {
+    for (int e = lane; e < E; e += 32) s[e] = 1.0f / (1.0f + expf(-s[e]));
+  }
+  for (int e = lane; e < E; e += 32) c[e] = p.bias != nullptr ? s[e] + __ldg(p.bias + e) : s[e];
+  __syncwarp();  // s of any expert is read by every lane below
+
+  const int64_t row = t * p.K;
+  unsigned long long prev = ~0ull;
+  float selected_sum = 0.f;
+  for (int r = 0; r < p.K; ++r) {
+    unsigned long long best = 0;
+    for (int e = lane; e < E; e += 32) {
+      const unsigned long long k = selection_key(c[e], e);
+      if (k < prev && k > best) best = k;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const unsigned long long y = __shfl_xor_sync(0xffffffffu, best, o);
+      best = y > best ? y : best;
+    }
+    prev = best;
+    const int e = static_cast<int>(~static_cast<uint32_t>(best & 0xffffffffull));
+    const float w = s[e];
+    selected_sum += w;
+    if (lane == (r & 31)) {
+      p.ids[row + r] = e;
+      p.weights[row + r] = w;
+    }
+  }
+  for (int r = lane; r < p.K; r += 32) {
+    float w = p.weights[row + r];  // written by this lane above
+    if (p.renormalize) w = w / selected_sum;
+    p.weights[row + r] = w * p.scaling;
+  }
+}
+
+[[noreturn]] void throw_cuda(cudaError_t err, const char* what) {
+  throw UsageError(std::string("moe_topk_routing (CUDA): ") + what + ": " + cudaGetErrorName(err) +
+                   ": " + cudaGetErrorString(err));
+}
+
+template <typename L>
+void launch_typed(const RouteParams& p, int64_t smem, cudaStream_t stream) {
+  if (smem > 48 * 1024) {
+    if (const cudaError_t err =
+            cudaFuncSetAttribute(moe_topk_kernel<L>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(smem));
+        err != cudaSuccess)
+      throw_cuda(err, "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+  }
+  const int64_t blocks = (p.tokens + p.warps - 1) / p.warps;
+  moe_topk_kernel<L>
+      <<<static_cast<unsigned>(blocks), p.warps * 32, static_cast<size_t>(smem), stream>>>(p);
+}
+
+}  // namespace
+
+void launch_moe_topk_routing(const TopkRoutingArgs& a, void* stream) {
+  const DType dt = a.logits_dtype;
+  if (dt != DType::float32 && dt != DType::float16 && dt != DType::bfloat16)
+    throw SignatureError(
+        "moe_topk_routing (CUDA): logits dtype must be float32, float16 or "
+        "bfloat16, got " +
+        std::string(dtype_name(dt)));
+  if (a.tokens < 0 || a.num_experts < 0)
+    throw SignatureError("moe_topk_routing (CUDA): negative size");
+  if (a.top_k < 1 || a.top_k > a.num_experts)
+    throw SignatureError("moe_topk_routing (CUDA): top_k must be in [1, num_experts], got " +
+                         std::to_string(a.top_k) + " with " + std::to_string(a.num_experts) +
+                         " experts");
+  if (a.num_experts > INT_MAX) throw SignatureError("moe_topk_routing (CUDA): too many experts");
+  if (a.tokens == 0) return;
+  if (a.logits == nullptr || a.topk_weights == nullptr || a.topk_ids == nullptr)
+    throw SignatureError(
+        "moe_topk_routing (CUDA): logits, topk_weights and topk_ids must not be "
+        "null");
+  if (reinterpret_cast<uintptr_t>(a.logits) % element_size(dt) != 0)
+    throw SignatureError("moe_topk_routing (CUDA): logits is not aligned to its element size");
+
+  const int64_t per_warp = 8 * a.num_experts;  // s and c
+  int warps = static_cast<int>(std::min<int64_t>(kRouteMaxWarps, (48 * 1024) / per_warp));
+  if (warps < 1) {
+    warps = 1;
+    int device = 0;
+    if (const cudaError_t err = cudaGetDevice(&device); err != cudaSuccess)
+      throw_cuda(err, "cudaGetDevice");
+    int optin = 0;
+    if (const cudaError_t err =
+            cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+        err != cudaSuccess)
+      throw_cuda(err, "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin)");
+    if (per_warp > optin)
+      throw SignatureError("moe_topk_routing (CUDA): too many experts for shared memory: " +
+                           std::to_string(a.num_experts));
+  }
+  warps = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(warps, a.tokens)));
+  if ((a.tokens + warps - 1) / warps > INT_MAX)
+    throw SignatureError("moe_topk_routing (CUDA): too many tokens");
+
+  RouteParams p;
+  p.logits = a.logits;
+  p.bias = a.correction_bias;
+  p.weights = a.topk_weights;
+  p.ids = a.topk_ids;
+  p.tokens = a.tokens;
+  p.E = static_cast<int>(a.num_experts);
+  p.K = static_cast<int>(a.top_k);
+  p.warps = warps;
+  p.softmax = a.scoring == MoeScoring::softmax;
+  p.renormalize = a.renormalize;
+  p.scaling = a.routed_scaling_factor;
+  const int64_t smem = per_warp * warps;
+  const auto st = static_cast<cudaStream_t>(stream);
+  switch (dt) {
+    case DType::float32:
+      launch_typed<float>(p, smem, st);
+      break;
+    case DType::float16:
+      launch_typed<__half>(p, smem, st);
+      break;
+    default:
+      launch_typed<__nv_bfloat16>(p, smem, st);
+      break;
+  }
+  if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess)
+    throw_cuda(err, "kernel launch");
+}
+
+}  // namespace tileops::cuda_kernels

@@ -1,0 +1,139 @@
+// The composite ops of the MoE family: the expert MLP (two grouped GEMMs), the fused experts
+// (pre-permute per expert count, MLP, post-permute) and the fused MoE layer (routing, then the
+// experts between a prepare and a finalize step).
+#include <fmt/format.h>
+
+#include "tileops/ops/moe.h"
+
+namespace tileops {
+
+// ---- MoEExpertMLPFwdOp ---------------------------------------------------------------------
+
+MoEExpertMLPFwdOp::MoEExpertMLPFwdOp(Params params, Target target)
+    : MoEExpertMLPFwdOpBase(std::move(params), std::move(target)) {
+  gate_up_ = &delegate_for<MoEGroupedGemmFwdOp>("gate_up", std::nullopt, nullptr,
+                                                {.activation = this->params().activation});
+  down_ = &delegate_for<MoEGroupedGemmFwdOp>("down", std::nullopt, nullptr, {.activation = "none"});
+}
+
+std::vector<DelegateType> MoEExpertMLPFwdOp::delegate_types() {
+  return {{"gate_up", "MoEGroupedGemmFwdOp"}, {"down", "MoEGroupedGemmFwdOp"}};
+}
+
+std::string MoEExpertMLPFwdOp::roof_key() const { return "tensor_core.bf16"; }
+
+void MoEExpertMLPFwdOp::forward(const SignatureCall&, const Tensor& x,
+                                const Tensor& expert_offsets, const Tensor& w13, const Tensor& w2,
+                                const Tensor& y) {
+  const Tensor h = (*gate_up_)(x, expert_offsets, w13);
+  (*down_)(h, expert_offsets, w2, y);
+}
+
+// ---- FusedMoEExpertsFwdOp ------------------------------------------------------------------
+
+FusedMoEExpertsFwdOp::FusedMoEExpertsFwdOp(Params params, Target target)
+    : FusedMoEExpertsFwdOpBase(std::move(params), std::move(target)) {
+  mlp_ = &delegate_for<MoEExpertMLPFwdOp>("mlp", std::nullopt, nullptr,
+                                          {.activation = this->params().activation});
+  post_permute_ = &delegate_for<MoEPostPermuteFwdOp>("post_permute", std::nullopt, nullptr, {});
+}
+
+std::vector<DelegateType> FusedMoEExpertsFwdOp::delegate_types() {
+  return {{"pre_permute", "MoEPrePermuteFwdOp"},
+          {"mlp", "MoEExpertMLPFwdOp"},
+          {"post_permute", "MoEPostPermuteFwdOp"}};
+}
+
+std::string FusedMoEExpertsFwdOp::roof_key() const { return "tensor_core.bf16"; }
+
+void FusedMoEExpertsFwdOp::forward(const SignatureCall&, const Tensor& x,
+                                   const Tensor& topk_weights, const Tensor& topk_ids,
+                                   const Tensor& w13, const Tensor& w2, const Tensor& expert_map,
+                                   const Tensor& y) {
+  // The expert count is known only now: one pre-permute sub-op per count (identity "E=<n>").
+  const std::int64_t experts = w13.size(0);
+  auto& pre_permute = delegate_for<MoEPrePermuteFwdOp>(
+      "pre_permute", fmt::format("E={}", experts), nullptr, {.num_experts = experts});
+  const auto [permuted, offsets, inverse] = pre_permute(x, topk_ids, expert_map);
+  const Tensor h = (*mlp_)(permuted, offsets, w13, w2);
+  (*post_permute_)(h, topk_weights, inverse, y);
+}
+
+// ---- SingleDevicePrepareFinalize -----------------------------------------------------------
+
+MoEPreparedTokens SingleDevicePrepareFinalize::prepare(const Tensor& x, const Tensor& topk_weights,
+                                                       const Tensor& topk_ids) {
+  return {x, topk_weights, topk_ids, Tensor()};
+}
+
+void SingleDevicePrepareFinalize::finalize(const Tensor& expert_output, const Tensor& y) {
+  y.copy_(expert_output);
+}
+
+// ---- FusedMoEFwdOp -------------------------------------------------------------------------
+
+FusedMoEFwdOp::Params FusedMoEFwdOp::settle(Params params, const FusedMoEExpertsFwdOp* experts,
+                                            const MoEPrepareFinalize* prepare_finalize) {
+  if (prepare_finalize != nullptr && experts == nullptr) {
+    throw UsageError(fmt::format(
+        "FusedMoEFwdOp: prepare_finalize '{}' was injected without experts; the experts must "
+        "match the token format the prepare step hands over, so inject both",
+        prepare_finalize->name()));
+  }
+  if (experts != nullptr) {
+    const std::string& decided = experts->params().activation;
+    if (params.activation && *params.activation != decided) {
+      throw UsageError(fmt::format(
+          "FusedMoEFwdOp: activation '{}' disagrees with the injected experts' activation '{}'",
+          *params.activation, decided));
+    }
+    params.activation = decided;
+  } else if (!params.activation) {
+    params.activation = "silu_and_mul";
+  }
+  return params;
+}
+
+FusedMoEFwdOp::FusedMoEFwdOp(Params params, Target target,
+                             std::shared_ptr<FusedMoEExpertsFwdOp> experts,
+                             std::shared_ptr<MoEPrepareFinalize> prepare_finalize)
+    : FusedMoEFwdOpBase(settle(std::move(params), experts.get(), prepare_finalize.get()),
+                        std::move(target)),
+      prepare_finalize_(prepare_finalize ? std::move(prepare_finalize)
+                                         : std::make_shared<SingleDevicePrepareFinalize>()) {
+  const Params& p = this->params();
+  routing_ = &delegate_for<MoETopKRoutingFwdOp>(
+      "routing", std::nullopt, nullptr,
+      {.top_k = p.top_k,
+       .scoring = p.scoring,
+       .renormalize = p.renormalize,
+       .routed_scaling_factor = p.routed_scaling_factor});
+  experts_ = &delegate_for<FusedMoEExpertsFwdOp>("experts", std::nullopt, std::move(experts),
+                                                 {.activation = *p.activation});
+}
+
+std::vector<DelegateType> FusedMoEFwdOp::delegate_types() {
+  return {{"routing", "MoETopKRoutingFwdOp"}, {"experts", "FusedMoEExpertsFwdOp"}};
+}
+
+std::vector<std::string> FusedMoEFwdOp::injected_parameters() {
+  return {"prepare_finalize", "experts"};
+}
+
+std::string FusedMoEFwdOp::roof_key() const { return "tensor_core.bf16"; }
+
+void FusedMoEFwdOp::forward(const SignatureCall&, const Tensor& x, const Tensor& router_logits,
+                            const Tensor& w13, const Tensor& w2, const Tensor& correction_bias,
+                            const Tensor& y) {
+  const auto [topk_weights, topk_ids] = (*routing_)(router_logits, correction_bias);
+  const MoEPreparedTokens tokens = prepare_finalize_->prepare(x, topk_weights, topk_ids);
+  const Tensor expert_output =
+      (*experts_)(tokens.x, tokens.topk_weights, tokens.topk_ids, w13, w2, tokens.expert_map);
+  prepare_finalize_->finalize(expert_output, y);
+}
+
+TILEOPS_REGISTER_OP(MoEExpertMLPFwdOp)
+TILEOPS_REGISTER_OP(FusedMoEExpertsFwdOp)
+TILEOPS_REGISTER_OP(FusedMoEFwdOp)
+
+}  // namespace tileops

@@ -1,0 +1,224 @@
+// The kernel ops of the MoE family: routing, pre-permute, grouped GEMM and post-permute. Each one
+// hands contiguous tensors to its kernel interface; the implementation is selected per call spec.
+#include <fmt/format.h>
+
+#include "kernels/moe/moe_cpu.h"
+#include "kernels/moe/moe_cuda_kernel.h"
+#include "tileops/ops/moe.h"
+
+namespace tileops {
+
+namespace {
+
+template <class... V>
+std::size_t hash_of(const Device& device, const V&... values) {
+  std::size_t seed = std::hash<Device>{}(device);
+  (hash_combine(seed, std::hash<V>{}(values)), ...);
+  return seed;
+}
+
+/// Runs `body` on `out` when it is contiguous, else on a contiguous scratch copied into it.
+template <class Body>
+void write_contiguous(const Tensor& out, Body&& body) {
+  if (out.is_contiguous()) {
+    body(out);
+    return;
+  }
+  const Tensor scratch = Tensor::empty(out.sizes(), out.dtype(), out.device());
+  body(scratch);
+  out.copy_(scratch);
+}
+
+std::string_view activation_name(MoeActivation a) {
+  switch (a) {
+    case MoeActivation::none:
+      return "none";
+    case MoeActivation::silu_and_mul:
+      return "silu_and_mul";
+    case MoeActivation::gelu_and_mul:
+      return "gelu_and_mul";
+  }
+  return "?";
+}
+
+}  // namespace
+
+MoeActivation moe_activation(std::string_view name) {
+  if (name == "none") return MoeActivation::none;
+  if (name == "silu_and_mul") return MoeActivation::silu_and_mul;
+  if (name == "gelu_and_mul") return MoeActivation::gelu_and_mul;
+  throw SignatureError(fmt::format(
+      "unknown MoE activation '{}' (expected none, silu_and_mul or gelu_and_mul)", name));
+}
+
+std::size_t MoeRoutingCall::hash() const {
+  return hash_of(device, tokens, experts, top_k, static_cast<int>(logits_dtype), sigmoid,
+                 renormalize, has_bias);
+}
+std::string MoeRoutingCall::str() const {
+  return fmt::format(
+      "MoeRoutingCall(tokens={}, experts={}, top_k={}, logits={}, scoring={}, renormalize={}, "
+      "bias={}, device={})",
+      tokens, experts, top_k, dtype_name(logits_dtype), sigmoid ? "sigmoid" : "softmax",
+      renormalize, has_bias, device.str());
+}
+
+std::size_t MoePermuteCall::hash() const {
+  return hash_of(device, tokens, hidden, top_k, num_experts, rows, static_cast<int>(dtype),
+                 has_map);
+}
+std::string MoePermuteCall::str() const {
+  return fmt::format(
+      "MoePermuteCall(tokens={}, hidden={}, top_k={}, num_experts={}, rows={}, dtype={}, map={}, "
+      "device={})",
+      tokens, hidden, top_k, num_experts, rows, dtype_name(dtype), has_map, device.str());
+}
+
+std::size_t GroupedGemmCall::hash() const {
+  return hash_of(device, rows, n, k, experts, static_cast<int>(dtype),
+                 static_cast<int>(activation));
+}
+std::string GroupedGemmCall::str() const {
+  return fmt::format(
+      "GroupedGemmCall(rows={}, n={}, k={}, experts={}, dtype={}, activation={}, device={})", rows,
+      n, k, experts, dtype_name(dtype), activation_name(activation), device.str());
+}
+
+// ---- MoETopKRoutingFwdOp -------------------------------------------------------------------
+
+std::vector<InterfaceInfo> MoETopKRoutingFwdOp::interfaces() {
+  return {interface<MoeRoutingInterface>()};
+}
+std::vector<ImplementationInfo> MoETopKRoutingFwdOp::kernel_types() {
+  std::vector<ImplementationInfo> table;
+  table.push_back(implementation<MoeRoutingCpu>("moe_routing_cpu", "MoeRoutingCpu"));
+#if TILEOPS_WITH_CUDA
+  table.push_back(implementation<MoeRoutingCuda>("moe_routing_cuda", "MoeRoutingCuda"));
+#endif
+  return table;
+}
+
+void MoETopKRoutingFwdOp::forward(const SignatureCall& call, const Tensor& logits,
+                                  const Tensor& correction_bias, const Tensor& topk_weights,
+                                  const Tensor& topk_ids) {
+  MoeRoutingCall spec;
+  spec.device = call.device;
+  spec.tokens = logits.size(0);
+  spec.experts = logits.size(1);
+  spec.top_k = params().top_k;
+  spec.logits_dtype = logits.dtype();
+  spec.sigmoid = params().scoring == "sigmoid";
+  spec.renormalize = params().renormalize;
+  spec.has_bias = correction_bias.defined();
+  auto& kernel = kernel_for<MoeRoutingInterface>(spec);
+  if (spec.tokens == 0) return;
+  const Tensor bias = spec.has_bias ? correction_bias.contiguous() : Tensor();
+  kernel.forward(logits.contiguous(), spec.has_bias ? &bias : nullptr, topk_weights, topk_ids,
+                 params().routed_scaling_factor);
+}
+
+// ---- MoEPrePermuteFwdOp --------------------------------------------------------------------
+
+std::vector<InterfaceInfo> MoEPrePermuteFwdOp::interfaces() {
+  return {interface<MoePrePermuteInterface>()};
+}
+std::vector<ImplementationInfo> MoEPrePermuteFwdOp::kernel_types() {
+  std::vector<ImplementationInfo> table;
+  table.push_back(implementation<MoePrePermuteCpu>("moe_pre_permute_cpu", "MoePrePermuteCpu"));
+#if TILEOPS_WITH_CUDA
+  table.push_back(implementation<MoePrePermuteCuda>("moe_pre_permute_cuda", "MoePrePermuteCuda"));
+#endif
+  return table;
+}
+
+void MoEPrePermuteFwdOp::forward(const SignatureCall& call, const Tensor& x,
+                                 const Tensor& topk_ids, const Tensor& expert_map,
+                                 const Tensor& permuted_x, const Tensor& expert_offsets,
+                                 const Tensor& inverse) {
+  MoePermuteCall spec;
+  spec.device = call.device;
+  spec.tokens = x.size(0);
+  spec.hidden = x.size(1);
+  spec.top_k = topk_ids.size(1);
+  spec.num_experts = params().num_experts;
+  spec.dtype = x.dtype();
+  spec.has_map = expert_map.defined();
+  auto& kernel = kernel_for<MoePrePermuteInterface>(spec);
+  const Tensor map = spec.has_map ? expert_map.contiguous() : Tensor();
+  kernel.forward(x.contiguous(), topk_ids.contiguous(), spec.has_map ? &map : nullptr, permuted_x,
+                 expert_offsets, inverse);
+}
+
+// ---- MoEGroupedGemmFwdOp -------------------------------------------------------------------
+
+std::vector<InterfaceInfo> MoEGroupedGemmFwdOp::interfaces() {
+  return {interface<GroupedGemmInterface>()};
+}
+std::vector<ImplementationInfo> MoEGroupedGemmFwdOp::kernel_types() {
+  std::vector<ImplementationInfo> table;
+  table.push_back(implementation<GroupedGemmCpu>("moe_grouped_gemm_cpu", "GroupedGemmCpu"));
+#if TILEOPS_WITH_CUDA
+  table.push_back(implementation<GroupedGemmCuda>("moe_grouped_gemm_cuda", "GroupedGemmCuda"));
+#endif
+  return table;
+}
+
+// fp16 and bf16 share the tensor-core peak.
+std::string MoEGroupedGemmFwdOp::roof_key() const { return "tensor_core.bf16"; }
+
+void MoEGroupedGemmFwdOp::forward(const SignatureCall& call, const Tensor& a,
+                                  const Tensor& expert_offsets, const Tensor& b, const Tensor& c) {
+  GroupedGemmCall spec;
+  spec.device = call.device;
+  spec.rows = a.size(0);
+  spec.k = a.size(1);
+  spec.experts = b.size(0);
+  spec.n = b.size(1);
+  spec.dtype = a.dtype();
+  spec.activation = moe_activation(params().activation);
+  auto& kernel = kernel_for<GroupedGemmInterface>(spec);
+  if (c.numel() == 0) return;
+  write_contiguous(c, [&](const Tensor& out) {
+    kernel.forward(a.contiguous(), expert_offsets.contiguous(), b.contiguous(), out);
+  });
+}
+
+// ---- MoEPostPermuteFwdOp -------------------------------------------------------------------
+
+std::vector<InterfaceInfo> MoEPostPermuteFwdOp::interfaces() {
+  return {interface<MoePostPermuteInterface>()};
+}
+std::vector<ImplementationInfo> MoEPostPermuteFwdOp::kernel_types() {
+  std::vector<ImplementationInfo> table;
+  table.push_back(implementation<MoePostPermuteCpu>("moe_post_permute_cpu", "MoePostPermuteCpu"));
+#if TILEOPS_WITH_CUDA
+  table.push_back(
+      implementation<MoePostPermuteCuda>("moe_post_permute_cuda", "MoePostPermuteCuda"));
+#endif
+  return table;
+}
+
+void MoEPostPermuteFwdOp::forward(const SignatureCall& call, const Tensor& expert_out,
+                                  const Tensor& topk_weights, const Tensor& inverse,
+                                  const Tensor& y) {
+  MoePermuteCall spec;
+  spec.device = call.device;
+  spec.tokens = topk_weights.size(0);
+  spec.top_k = topk_weights.size(1);
+  spec.hidden = expert_out.size(1);
+  spec.rows = expert_out.size(0);
+  spec.dtype = expert_out.dtype();
+  auto& kernel = kernel_for<MoePostPermuteInterface>(spec);
+  if (y.numel() == 0) return;
+  write_contiguous(y, [&](const Tensor& out) {
+    kernel.forward(expert_out.contiguous(), topk_weights.contiguous(), inverse.contiguous(), out,
+                   params().scale);
+  });
+}
+
+TILEOPS_REGISTER_OP(MoETopKRoutingFwdOp)
+TILEOPS_REGISTER_OP(MoEPrePermuteFwdOp)
+TILEOPS_REGISTER_OP(MoEGroupedGemmFwdOp)
+TILEOPS_REGISTER_OP(MoEPostPermuteFwdOp)
+
+}  // namespace tileops

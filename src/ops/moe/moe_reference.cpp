@@ -1,0 +1,263 @@
+// Double-precision references of the MoE family (tests and `tileops bench` check against them).
+// The composite references round their intermediate results to the activation dtype exactly
+// where the ops' sub-ops hand over tensors of that dtype (the expert MLP's h and y), so they
+// check the composition, not a different algorithm.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <variant>
+#include <vector>
+
+#include "tileops/op/reference.h"
+#include "tileops/op/value.h"
+
+namespace tileops {
+namespace {
+
+using Values = std::vector<double>;
+
+Values values_of(const Tensor& t) { return t.defined() ? t.to(Device::cpu()).to_vector() : Values{}; }
+
+/// A float32 CPU tensor of `sizes` holding `v` (each value rounded once to float32).
+Tensor tensor_of(const Values& v, Sizes sizes) {
+  Tensor t = Tensor::empty(std::move(sizes), DType::float32);
+  float* p = t.data<float>();
+  for (std::size_t i = 0; i < v.size(); ++i) p[i] = static_cast<float>(v[i]);
+  return t;
+}
+
+/// Each value rounded to what `dtype` holds.
+Values round_to(const Values& v, DType dtype) {
+  const auto n = static_cast<std::int64_t>(v.size());
+  return tensor_of(v, {n}).to(dtype).to_vector();
+}
+
+std::string text_param(const ParamMap& p, const char* name) { return std::get<std::string>(p.at(name)); }
+
+struct Routing {
+  Values weights;             // [M, K]
+  std::vector<std::int64_t> ids;  // [M, K]
+};
+
+Routing route(const Values& logits, const Values& bias, std::int64_t tokens, std::int64_t experts,
+              std::int64_t top_k, bool sigmoid, bool renormalize, double scale) {
+  Routing r;
+  r.weights.resize(static_cast<std::size_t>(tokens * top_k));
+  r.ids.resize(static_cast<std::size_t>(tokens * top_k));
+  Values s(static_cast<std::size_t>(experts));
+  Values c(static_cast<std::size_t>(experts));
+  std::vector<std::int64_t> order(static_cast<std::size_t>(experts));
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    const double* row = logits.data() + t * experts;
+    if (sigmoid) {
+      for (std::int64_t e = 0; e < experts; ++e) s[e] = 1.0 / (1.0 + std::exp(-row[e]));
+    } else {
+      const double peak = *std::max_element(row, row + experts);
+      double sum = 0;
+      for (std::int64_t e = 0; e < experts; ++e) sum += s[e] = std::exp(row[e] - peak);
+      for (auto& v : s) v /= sum;
+    }
+    for (std::int64_t e = 0; e < experts; ++e) c[e] = s[e] + (bias.empty() ? 0.0 : bias[e]);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::int64_t a, std::int64_t b) { return c[a] > c[b]; });
+    double total = 0;
+    for (std::int64_t k = 0; k < top_k; ++k) total += s[order[k]];
+    for (std::int64_t k = 0; k < top_k; ++k) {
+      const double w = s[order[k]] / (renormalize ? total : 1.0);
+      r.weights[t * top_k + k] = w * scale;
+      r.ids[t * top_k + k] = order[k];
+    }
+  }
+  return r;
+}
+
+struct Permuted {
+  std::vector<std::int64_t> source;   // token of each kept row, in order
+  std::vector<std::int64_t> offsets;  // [E + 1]
+  std::vector<std::int64_t> inverse;  // [M, K]
+};
+
+Permuted permute(const std::vector<std::int64_t>& ids, const Values& map, std::int64_t top_k,
+                 std::int64_t experts) {
+  Permuted p;
+  const auto pairs = static_cast<std::int64_t>(ids.size());
+  std::vector<std::int64_t> local(ids.size());
+  for (std::int64_t i = 0; i < pairs; ++i) {
+    local[i] = map.empty() ? ids[i] : static_cast<std::int64_t>(map[ids[i]]);
+  }
+  p.offsets.assign(static_cast<std::size_t>(experts) + 1, 0);
+  p.inverse.assign(ids.size(), -1);
+  for (std::int64_t e = 0; e < experts; ++e) {
+    p.offsets[e] = static_cast<std::int64_t>(p.source.size());
+    for (std::int64_t i = 0; i < pairs; ++i) {
+      if (local[i] != e) continue;
+      p.inverse[i] = static_cast<std::int64_t>(p.source.size());
+      p.source.push_back(i / top_k);
+    }
+  }
+  p.offsets[experts] = static_cast<std::int64_t>(p.source.size());
+  return p;
+}
+
+double silu(double g) { return g / (1.0 + std::exp(-g)); }
+double gelu_tanh(double g) {
+  return 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g)));
+}
+
+/// c[rows, n_out] of the grouped GEMM (rows outside the groups are 0).
+Values grouped_gemm(const Values& a, const std::vector<std::int64_t>& offsets, const Values& b,
+                    std::int64_t rows, std::int64_t n, std::int64_t k, const std::string& act) {
+  const std::int64_t experts = static_cast<std::int64_t>(offsets.size()) - 1;
+  const std::int64_t n_out = act == "none" ? n : n / 2;
+  Values c(static_cast<std::size_t>(rows * n_out), 0.0);
+  Values acc(static_cast<std::size_t>(n));
+  for (std::int64_t e = 0; e < experts; ++e) {
+    for (std::int64_t r = offsets[e]; r < offsets[e + 1]; ++r) {
+      for (std::int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (std::int64_t i = 0; i < k; ++i) s += a[r * k + i] * b[(e * n + j) * k + i];
+        acc[j] = s;
+      }
+      for (std::int64_t j = 0; j < n_out; ++j) {
+        c[r * n_out + j] = act == "none"           ? acc[j]
+                           : act == "silu_and_mul" ? silu(acc[j]) * acc[j + n_out]
+                                                   : gelu_tanh(acc[j]) * acc[j + n_out];
+      }
+    }
+  }
+  return c;
+}
+
+std::vector<std::int64_t> as_ints(const Values& v) { return {v.begin(), v.end()}; }
+
+/// y [rows, H] of the expert MLP, h and y rounded to `dtype` as the sub-ops hand them over.
+Values expert_mlp(const Values& x, const std::vector<std::int64_t>& offsets, const Tensor& w13,
+                  const Tensor& w2, std::int64_t rows, const std::string& act, DType dtype) {
+  const std::int64_t hidden = w2.size(1);
+  const std::int64_t f = w2.size(2);
+  const Values h = round_to(grouped_gemm(x, offsets, values_of(w13), rows, 2 * f, hidden, act), dtype);
+  return round_to(grouped_gemm(h, offsets, values_of(w2), rows, hidden, f, "none"), dtype);
+}
+
+Values post_permute(const Values& expert_out, const Values& weights,
+                    const std::vector<std::int64_t>& inverse, std::int64_t tokens,
+                    std::int64_t top_k, std::int64_t hidden, double scale) {
+  Values y(static_cast<std::size_t>(tokens * hidden), 0.0);
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    for (std::int64_t k = 0; k < top_k; ++k) {
+      const std::int64_t r = inverse[t * top_k + k];
+      if (r < 0) continue;
+      for (std::int64_t h = 0; h < hidden; ++h) {
+        y[t * hidden + h] += weights[t * top_k + k] * expert_out[r * hidden + h];
+      }
+    }
+  }
+  for (auto& v : y) v *= scale;
+  return y;
+}
+
+/// The fused experts' y for ids (global) and weights.
+Values fused_experts(const Tensor& x, const Values& weights, const std::vector<std::int64_t>& ids,
+                     const Tensor& w13, const Tensor& w2, const Values& map, std::int64_t top_k,
+                     const std::string& act) {
+  const std::int64_t tokens = x.size(0);
+  const std::int64_t hidden = x.size(1);
+  const Permuted p = permute(ids, map, top_k, w13.size(0));
+  const Values xv = values_of(x);
+  const auto rows = tokens * top_k;
+  Values xp(static_cast<std::size_t>(rows * hidden), 0.0);
+  for (std::size_t i = 0; i < p.source.size(); ++i) {
+    std::copy_n(xv.begin() + p.source[i] * hidden, hidden, xp.begin() + static_cast<std::int64_t>(i) * hidden);
+  }
+  const Values h = expert_mlp(xp, p.offsets, w13, w2, rows, act, x.dtype());
+  return post_permute(h, weights, p.inverse, tokens, top_k, hidden, 1.0);
+}
+
+std::vector<Tensor> routing_reference(std::span<const Tensor> in, const ParamMap& p) {
+  const std::int64_t tokens = in[0].size(0);
+  const std::int64_t experts = in[0].size(1);
+  const std::int64_t top_k = std::get<std::int64_t>(p.at("top_k"));
+  const Routing r = route(values_of(in[0]), values_of(in[1]), tokens, experts, top_k,
+                          text_param(p, "scoring") == "sigmoid", std::get<bool>(p.at("renormalize")),
+                          std::get<double>(p.at("routed_scaling_factor")));
+  return {tensor_of(r.weights, {tokens, top_k}),
+          tensor_of(Values(r.ids.begin(), r.ids.end()), {tokens, top_k})};
+}
+
+std::vector<Tensor> pre_permute_reference(std::span<const Tensor> in, const ParamMap& p) {
+  const std::int64_t tokens = in[0].size(0);
+  const std::int64_t hidden = in[0].size(1);
+  const std::int64_t top_k = in[1].size(1);
+  const std::int64_t experts = std::get<std::int64_t>(p.at("num_experts"));
+  const Permuted perm = permute(as_ints(values_of(in[1])), values_of(in[2]), top_k, experts);
+  const Values xv = values_of(in[0]);
+  Values xp(static_cast<std::size_t>(tokens * top_k * hidden), 0.0);
+  for (std::size_t i = 0; i < perm.source.size(); ++i) {
+    std::copy_n(xv.begin() + perm.source[i] * hidden, hidden, xp.begin() + static_cast<std::int64_t>(i) * hidden);
+  }
+  return {tensor_of(xp, {tokens * top_k, hidden}),
+          tensor_of(Values(perm.offsets.begin(), perm.offsets.end()), {experts + 1}),
+          tensor_of(Values(perm.inverse.begin(), perm.inverse.end()), {tokens, top_k})};
+}
+
+std::vector<Tensor> grouped_gemm_reference(std::span<const Tensor> in, const ParamMap& p) {
+  const std::int64_t rows = in[0].size(0);
+  const std::int64_t k = in[0].size(1);
+  const std::int64_t n = in[2].size(1);
+  const std::string act = text_param(p, "activation");
+  const Values c = grouped_gemm(values_of(in[0]), as_ints(values_of(in[1])), values_of(in[2]), rows,
+                                n, k, act);
+  return {tensor_of(c, {rows, act == "none" ? n : n / 2})};
+}
+
+std::vector<Tensor> expert_mlp_reference(std::span<const Tensor> in, const ParamMap& p) {
+  const std::int64_t rows = in[0].size(0);
+  const Values y = expert_mlp(values_of(in[0]), as_ints(values_of(in[1])), in[2], in[3], rows,
+                              text_param(p, "activation"), in[0].dtype());
+  return {tensor_of(y, {rows, in[0].size(1)})};
+}
+
+std::vector<Tensor> post_permute_reference(std::span<const Tensor> in, const ParamMap& p) {
+  const std::int64_t tokens = in[1].size(0);
+  const std::int64_t top_k = in[1].size(1);
+  const std::int64_t hidden = in[0].size(1);
+  const Values y = post_permute(values_of(in[0]), values_of(in[1]), as_ints(values_of(in[2])),
+                                tokens, top_k, hidden, std::get<double>(p.at("scale")));
+  return {tensor_of(y, {tokens, hidden})};
+}
+
+std::vector<Tensor> fused_experts_reference(std::span<const Tensor> in, const ParamMap& p) {
+  const std::int64_t top_k = in[2].size(1);
+  const Values y = fused_experts(in[0], values_of(in[1]), as_ints(values_of(in[2])), in[3], in[4],
+                                 values_of(in[5]), top_k, text_param(p, "activation"));
+  return {tensor_of(y, {in[0].size(0), in[0].size(1)})};
+}
+
+std::vector<Tensor> fused_moe_reference(std::span<const Tensor> in, const ParamMap& p) {
+  const std::int64_t tokens = in[0].size(0);
+  const std::int64_t experts = in[1].size(1);
+  const std::int64_t top_k = std::get<std::int64_t>(p.at("top_k"));
+  const Routing r = route(values_of(in[1]), values_of(in[4]), tokens, experts, top_k,
+                          text_param(p, "scoring") == "sigmoid", std::get<bool>(p.at("renormalize")),
+                          std::get<double>(p.at("routed_scaling_factor")));
+  // The routing weights reach the experts as float32.
+  const Values weights = round_to(r.weights, DType::float32);
+  const auto& act = p.at("activation");
+  const std::string activation =
+      std::holds_alternative<std::string>(act) ? std::get<std::string>(act) : "silu_and_mul";
+  const Values y = fused_experts(in[0], weights, r.ids, in[2], in[3], {}, top_k, activation);
+  return {tensor_of(y, {tokens, in[0].size(1)})};
+}
+
+}  // namespace
+
+TILEOPS_REGISTER_REFERENCE(MoETopKRoutingFwdOp, routing_reference)
+TILEOPS_REGISTER_REFERENCE(MoEPrePermuteFwdOp, pre_permute_reference)
+TILEOPS_REGISTER_REFERENCE(MoEGroupedGemmFwdOp, grouped_gemm_reference)
+TILEOPS_REGISTER_REFERENCE(MoEExpertMLPFwdOp, expert_mlp_reference)
+TILEOPS_REGISTER_REFERENCE(MoEPostPermuteFwdOp, post_permute_reference)
+TILEOPS_REGISTER_REFERENCE(FusedMoEExpertsFwdOp, fused_experts_reference)
+TILEOPS_REGISTER_REFERENCE(FusedMoEFwdOp, fused_moe_reference)
+
+}  // namespace tileops

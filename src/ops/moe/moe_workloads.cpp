@@ -1,0 +1,134 @@
+// Inputs of the MoE workload cases (tileops bench): ids distinct per token, offsets of uniform
+// routing, inverse indices that are a permutation, weights scaled by 1/sqrt(fan-in) so that
+// float16 stays in range. Everything is drawn from the case's seed.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "tileops/ops/moe.h"
+
+namespace tileops {
+namespace {
+
+const InstantiatedCase::InputSpec& spec(const InstantiatedCase& c, std::size_t i) {
+  return *c.inputs.at(i);
+}
+
+Tensor activations(const InstantiatedCase& c, std::size_t i, std::uint64_t seed, Device device) {
+  return Tensor::randn(spec(c, i).shape, spec(c, i).dtype, seed + i, device);
+}
+
+/// Expert weights [E, N, K]: randn / sqrt(K).
+Tensor weights(const InstantiatedCase& c, std::size_t i, std::uint64_t seed, Device device) {
+  const auto& s = spec(c, i);
+  const double fan_in = static_cast<double>(std::max<std::int64_t>(1, s.shape.back()));
+  return Tensor::randn(s.shape, s.dtype, seed + i, device, 0.0, 1.0 / std::sqrt(fan_in));
+}
+
+/// [tokens, top_k] int32 ids, distinct per token, uniform in [0, experts).
+Tensor distinct_ids(std::int64_t tokens, std::int64_t top_k, std::int64_t experts,
+                    std::uint64_t seed, Device device) {
+  std::mt19937_64 rng(seed);
+  Tensor ids = Tensor::empty({tokens, top_k}, DType::int32);
+  auto* p = ids.data<std::int32_t>();
+  std::vector<std::int32_t> pool(static_cast<std::size_t>(experts));
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    std::iota(pool.begin(), pool.end(), 0);
+    for (std::int64_t k = 0; k < top_k && k < experts; ++k) {  // partial Fisher-Yates
+      std::uniform_int_distribution<std::int64_t> pick(k, experts - 1);
+      std::swap(pool[k], pool[pick(rng)]);
+      p[t * top_k + k] = pool[k];
+    }
+  }
+  return ids.to(device);
+}
+
+/// Uniform routing offsets [E + 1]: expert e owns rows [e*M/E, (e+1)*M/E).
+Tensor uniform_offsets(std::int64_t rows, std::int64_t experts, Device device) {
+  Tensor off = Tensor::empty({experts + 1}, DType::int32);
+  for (std::int64_t e = 0; e <= experts; ++e) {
+    off.data<std::int32_t>()[e] = static_cast<std::int32_t>(e * rows / std::max<std::int64_t>(1, experts));
+  }
+  return off.to(device);
+}
+
+/// Routing weights [tokens, top_k] in [0, 1).
+Tensor routing_weights(const InstantiatedCase& c, std::size_t i, std::uint64_t seed, Device device) {
+  return Tensor::rand(spec(c, i).shape, DType::float32, seed + i, device, 0.0, 1.0);
+}
+
+}  // namespace
+
+std::vector<Tensor> MoEPrePermuteFwdOp::workload_inputs(const InstantiatedCase& c,
+                                                        std::uint64_t seed, Device device) {
+  const std::int64_t experts = std::get<std::int64_t>(c.params.at("num_experts"));
+  const auto& ids = spec(c, 1).shape;
+  const bool mapped = c.inputs.size() > 2 && c.inputs[2].has_value();
+  const std::int64_t global = mapped ? spec(c, 2).shape[0] : experts;
+  Tensor map;
+  if (mapped) {  // this rank holds the first `experts` of the global experts
+    map = Tensor::empty({global}, DType::int32);
+    for (std::int64_t g = 0; g < global; ++g) {
+      map.data<std::int32_t>()[g] = g < experts ? static_cast<std::int32_t>(g) : -1;
+    }
+    map = map.to(device);
+  }
+  return {activations(c, 0, seed, device), distinct_ids(ids[0], ids[1], global, seed + 1, device),
+          map};
+}
+
+std::vector<Tensor> MoEGroupedGemmFwdOp::workload_inputs(const InstantiatedCase& c,
+                                                         std::uint64_t seed, Device device) {
+  const std::int64_t rows = spec(c, 0).shape[0];
+  const std::int64_t experts = spec(c, 2).shape[0];
+  return {activations(c, 0, seed, device), uniform_offsets(rows, experts, device),
+          weights(c, 2, seed, device)};
+}
+
+std::vector<Tensor> MoEPostPermuteFwdOp::workload_inputs(const InstantiatedCase& c,
+                                                         std::uint64_t seed, Device device) {
+  const std::int64_t rows = spec(c, 0).shape[0];
+  const auto& pairs = spec(c, 2).shape;
+  std::vector<std::int32_t> perm(static_cast<std::size_t>(rows));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), std::mt19937_64(seed + 2));
+  Tensor inverse = Tensor::empty(pairs, DType::int32);
+  for (std::int64_t i = 0; i < pairs[0] * pairs[1]; ++i) {
+    inverse.data<std::int32_t>()[i] = i < rows ? perm[i] : -1;  // more pairs than rows: dropped
+  }
+  return {activations(c, 0, seed, device), routing_weights(c, 1, seed, device), inverse.to(device)};
+}
+
+std::vector<Tensor> MoEExpertMLPFwdOp::workload_inputs(const InstantiatedCase& c,
+                                                       std::uint64_t seed, Device device) {
+  const std::int64_t rows = spec(c, 0).shape[0];
+  const std::int64_t experts = spec(c, 2).shape[0];
+  return {activations(c, 0, seed, device), uniform_offsets(rows, experts, device),
+          weights(c, 2, seed, device), weights(c, 3, seed, device)};
+}
+
+std::vector<Tensor> FusedMoEExpertsFwdOp::workload_inputs(const InstantiatedCase& c,
+                                                          std::uint64_t seed, Device device) {
+  const auto& ids = spec(c, 2).shape;
+  const std::int64_t experts = spec(c, 3).shape[0];
+  return {activations(c, 0, seed, device),
+          routing_weights(c, 1, seed, device),
+          distinct_ids(ids[0], ids[1], experts, seed + 2, device),
+          weights(c, 3, seed, device),
+          weights(c, 4, seed, device),
+          Tensor()};
+}
+
+std::vector<Tensor> FusedMoEFwdOp::workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
+                                                   Device device) {
+  const bool biased = c.inputs.size() > 4 && c.inputs[4].has_value();
+  return {activations(c, 0, seed, device), activations(c, 1, seed, device),
+          weights(c, 2, seed, device), weights(c, 3, seed, device),
+          biased ? Tensor::rand(spec(c, 4).shape, DType::float32, seed + 4, device, 0.0, 0.1)
+                 : Tensor()};
+}
+
+}  // namespace tileops

@@ -1,0 +1,171 @@
+// The MoE ops through the whole Op path on CUDA, against the double-precision references (and
+// the CPU implementation for the exact outputs): routing, pre-permute, grouped GEMM with each
+// activation, post-permute, and the fused MoE layer on shapes with experts that receive no
+// tokens, one token and all tokens. Outputs are poisoned before each call. Skipped without a GPU.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+
+#include "tileops/core/cuda.h"
+#include "tileops/op/reference.h"
+#include "tileops/ops/moe.h"
+
+namespace tileops {
+namespace {
+
+#define SKIP_WITHOUT_GPU() \
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device"
+
+const Device kGpu = Device::cuda(0);
+
+Tensor poisoned(const Sizes& sizes, DType dtype) {
+  return Tensor::full(sizes, std::numeric_limits<double>::quiet_NaN(), dtype, kGpu);
+}
+
+void expect_close(const Tensor& got, const Tensor& ref, const std::string& what) {
+  const double err = max_relative_error(got, ref);
+  EXPECT_LE(err, tolerance_for(got.dtype())) << what << ": max relative error " << err;
+}
+
+std::vector<Tensor> reference(const char* op, const std::vector<Tensor>& in, const ParamMap& p) {
+  return (*find_reference(op))(in, p);
+}
+
+Tensor distinct_ids(std::int64_t tokens, std::int64_t top_k, std::int64_t experts,
+                    std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Tensor ids = Tensor::empty({tokens, top_k}, DType::int32);
+  std::vector<std::int32_t> pool(static_cast<std::size_t>(experts));
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    std::iota(pool.begin(), pool.end(), 0);
+    std::shuffle(pool.begin(), pool.end(), rng);
+    for (std::int64_t k = 0; k < top_k; ++k) ids.set_at({t, k}, pool[k]);
+  }
+  return ids;
+}
+
+Tensor offsets_of(const std::vector<std::int32_t>& counts) {
+  Tensor off = Tensor::zeros({static_cast<std::int64_t>(counts.size()) + 1}, DType::int32);
+  std::int32_t running = 0;
+  for (std::size_t e = 0; e < counts.size(); ++e) {
+    running += counts[e];
+    off.set_at({static_cast<std::int64_t>(e) + 1}, running);
+  }
+  return off;
+}
+
+Tensor weight(Sizes sizes, DType dtype, std::uint64_t seed) {
+  const double fan_in = static_cast<double>(sizes.back());
+  return Tensor::randn(std::move(sizes), dtype, seed, Device::cpu(), 0.0, 1.0 / std::sqrt(fan_in));
+}
+
+TEST(GpuMoeOps, RoutingMatchesTheCpuImplementation) {
+  SKIP_WITHOUT_GPU();
+  for (const std::string scoring : {"softmax", "sigmoid"}) {
+    for (const auto& [tokens, experts, top_k] :
+         std::vector<std::tuple<int, int, int>>{{1, 256, 8}, {37, 128, 8}, {5, 7, 3}, {300, 64, 6}}) {
+      const MoETopKRoutingFwdOp::Params p{
+          .top_k = top_k, .scoring = scoring, .renormalize = true, .routed_scaling_factor = 2.5};
+      MoETopKRoutingFwdOp cpu_op(p);
+      MoETopKRoutingFwdOp gpu_op(p);
+      const Tensor logits = Tensor::randn({tokens, experts}, DType::bfloat16, 3);
+      const Tensor bias = scoring == "sigmoid"
+                              ? Tensor::rand({experts}, DType::float32, 4, Device::cpu(), 0.0, 0.1)
+                              : Tensor();
+      const auto [w, ids] = gpu_op(logits.to(kGpu), bias.defined() ? bias.to(kGpu) : bias);
+      const auto [cw, cids] = cpu_op(logits, bias);
+      const std::string what = scoring + " " + logits.str();
+      EXPECT_EQ(ids.to(Device::cpu()).to_vector(), cids.to_vector()) << what;
+      expect_close(w, cw, what);
+    }
+  }
+}
+
+TEST(GpuMoeOps, PermutesMatchTheCpuImplementationExactly) {
+  SKIP_WITHOUT_GPU();
+  for (const auto& [tokens, top_k, experts, mapped] :
+       std::vector<std::tuple<int, int, int, bool>>{
+           {1, 1, 4, false}, {33, 8, 256, false}, {512, 8, 32, true}, {0, 2, 4, false}}) {
+    const std::int64_t global = mapped ? 256 : experts;
+    Tensor map;
+    if (mapped) {
+      map = Tensor::empty({global}, DType::int32);
+      for (std::int64_t g = 0; g < global; ++g) map.set_at({g}, g % 8 == 0 ? g / 8 : -1);
+    }
+    MoEPrePermuteFwdOp cpu_op({.num_experts = experts});
+    MoEPrePermuteFwdOp gpu_op({.num_experts = experts});
+    const Tensor x = Tensor::randn({tokens, 136}, DType::bfloat16, 5);
+    const Tensor ids = distinct_ids(tokens, top_k, global, 6);
+    const auto [xp, off, inv] =
+        gpu_op(x.to(kGpu), ids.to(kGpu), map.defined() ? map.to(kGpu) : map);
+    const auto [cxp, coff, cinv] = cpu_op(x, ids, map);
+    EXPECT_EQ(off.to(Device::cpu()).to_vector(), coff.to_vector());
+    EXPECT_EQ(inv.to(Device::cpu()).to_vector(), cinv.to_vector());
+    EXPECT_EQ(xp.to(Device::cpu()).to_vector(), cxp.to_vector());
+    // Post-permute of those rows back: against the CPU implementation.
+    MoEPostPermuteFwdOp post({.scale = 0.5});
+    const Tensor w = Tensor::rand({tokens, top_k}, DType::float32, 7, Device::cpu(), 0.0, 1.0);
+    const Tensor out = poisoned({tokens, 136}, DType::bfloat16);
+    post(xp, w.to(kGpu), inv, out);
+    MoEPostPermuteFwdOp cpu_post({.scale = 0.5});
+    expect_close(out, cpu_post(cxp, w, cinv), "post-permute");
+  }
+}
+
+TEST(GpuMoeOps, GroupedGemmMatchesTheReference) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<std::vector<std::int32_t>> counts = {
+      {0, 1, 130, 0, 64}, {257}, {3, 3, 3, 3, 3, 3, 3, 3}, {0, 0, 0}};
+  for (const std::string act : {"none", "silu_and_mul", "gelu_and_mul"}) {
+    for (const DType dtype : {DType::bfloat16, DType::float16}) {
+      for (const auto& c : counts) {
+        for (const std::int64_t k : {64, 200, 37}) {
+          const auto experts = static_cast<std::int64_t>(c.size());
+          const std::int64_t rows = std::accumulate(c.begin(), c.end(), 0) + 5;
+          MoEGroupedGemmFwdOp op({.activation = act});
+          const Tensor a = Tensor::randn({rows, k}, dtype, 8);
+          const Tensor off = offsets_of(c);
+          const Tensor b = weight({experts, 96, k}, dtype, 9);
+          const Tensor out = poisoned({rows, act == "none" ? 96 : 48}, dtype);
+          op(a.to(kGpu), off.to(kGpu), b.to(kGpu), out);
+          expect_close(out, reference("MoEGroupedGemmFwdOp", {a, off, b}, op.param_values())[0],
+                       act + " " + std::string(dtype_name(dtype)) + " K=" + std::to_string(k) +
+                           " rows=" + std::to_string(rows) + " " + op.kernel_config().value_or(""));
+        }
+      }
+    }
+  }
+}
+
+TEST(GpuMoeOps, FusedMoEMatchesTheReferenceAndTunes) {
+  SKIP_WITHOUT_GPU();
+  for (const std::int64_t tokens : {1, 16, 200}) {
+    FusedMoEFwdOp op({.top_k = 8, .scoring = "sigmoid", .renormalize = true,
+                      .routed_scaling_factor = 2.5});
+    if (tokens == 200) op.request_tune();
+    const std::int64_t experts = 32;
+    const Tensor x = Tensor::randn({tokens, 256}, DType::bfloat16, 1);
+    const Tensor logits = Tensor::randn({tokens, experts}, DType::float32, 2);
+    const Tensor w13 = weight({experts, 2 * 128, 256}, DType::bfloat16, 3);
+    const Tensor w2 = weight({experts, 256, 128}, DType::bfloat16, 4);
+    const Tensor bias = Tensor::rand({experts}, DType::float32, 5, Device::cpu(), 0.0, 0.1);
+    const Tensor out = poisoned({tokens, 256}, DType::bfloat16);
+    op(x.to(kGpu), logits.to(kGpu), w13.to(kGpu), w2.to(kGpu), bias.to(kGpu), out);
+    expect_close(out,
+                 reference("FusedMoEFwdOp", {x, logits, w13, w2, bias}, op.param_values())[0],
+                 "tokens=" + std::to_string(tokens));
+    if (tokens == 200) {
+      for (const Kernel* k : op.iter_kernels()) {
+        EXPECT_TRUE(k->tune_requested());
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tileops

@@ -1,0 +1,373 @@
+// The MoE family on the CPU: every op against its double-precision reference on many shapes
+// (experts with no tokens, one token, all tokens), the value checks, and the composite rules as
+// the MoE ops exercise them (stages, sub-ops per expert count, injection, tuned mode).
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "ops/ops_test_util.h"
+#include "tileops/op/op_class.h"
+#include "tileops/ops/moe.h"
+
+namespace tileops {
+namespace {
+
+using testing::HasSubstr;
+using testing_util::expect_close;
+using testing_util::message_of;
+using testing_util::run_reference;
+
+/// [tokens, top_k] int32 ids, distinct per token, in [0, experts).
+Tensor distinct_ids(std::int64_t tokens, std::int64_t top_k, std::int64_t experts,
+                    std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Tensor ids = Tensor::empty({tokens, top_k}, DType::int32);
+  std::vector<std::int32_t> pool(static_cast<std::size_t>(experts));
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    std::iota(pool.begin(), pool.end(), 0);
+    std::shuffle(pool.begin(), pool.end(), rng);
+    for (std::int64_t k = 0; k < top_k; ++k) ids.set_at({t, k}, pool[k]);
+  }
+  return ids;
+}
+
+Tensor int_tensor(const std::vector<std::int32_t>& v) {
+  Tensor t = Tensor::empty({static_cast<std::int64_t>(v.size())}, DType::int32);
+  std::copy(v.begin(), v.end(), t.data<std::int32_t>());
+  return t;
+}
+
+/// Offsets [E + 1] from per-expert row counts.
+Tensor offsets_of(const std::vector<std::int32_t>& counts) {
+  std::vector<std::int32_t> off(counts.size() + 1, 0);
+  std::partial_sum(counts.begin(), counts.end(), off.begin() + 1);
+  return int_tensor(off);
+}
+
+Tensor weight(Sizes sizes, DType dtype, std::uint64_t seed) {
+  const double fan_in = static_cast<double>(sizes.back());
+  return Tensor::randn(std::move(sizes), dtype, seed, Device::cpu(), 0.0, 1.0 / std::sqrt(fan_in));
+}
+
+// ---- routing ---------------------------------------------------------------------------------
+
+TEST(MoERouting, MatchesReferenceForEveryScoring) {
+  struct Case {
+    std::string scoring;
+    bool renormalize;
+    double scale;
+    bool bias;
+    DType dtype;
+  };
+  const Case cases[] = {{"softmax", false, 1.0, false, DType::float32},
+                        {"softmax", true, 1.0, false, DType::bfloat16},
+                        {"sigmoid", true, 2.5, true, DType::float32},
+                        {"sigmoid", false, 1.0, true, DType::float16}};
+  for (const auto& c : cases) {
+    for (const auto& [tokens, experts, top_k] :
+         std::vector<std::tuple<int, int, int>>{{7, 16, 4}, {1, 8, 8}, {33, 64, 6}, {5, 3, 1}}) {
+      MoETopKRoutingFwdOp op({.top_k = top_k,
+                              .scoring = c.scoring,
+                              .renormalize = c.renormalize,
+                              .routed_scaling_factor = c.scale});
+      const Tensor logits = Tensor::randn({tokens, experts}, c.dtype, 7 + tokens);
+      const Tensor bias =
+          c.bias ? Tensor::rand({experts}, DType::float32, 9, Device::cpu(), 0.0, 0.2) : Tensor();
+      const auto [w, ids] = op(logits, bias);
+      EXPECT_EQ(w.dtype(), DType::float32);
+      EXPECT_EQ(ids.dtype(), DType::int32);
+      const auto ref = run_reference("MoETopKRoutingFwdOp", {logits, bias}, op.param_values());
+      const std::string what = c.scoring + " " + std::string(dtype_name(c.dtype)) + " " + logits.str();
+      EXPECT_EQ(ids.to_vector(), ref[1].to_vector()) << what;
+      expect_close(w, ref[0], what);
+    }
+  }
+}
+
+TEST(MoERouting, BiasSelectsButDoesNotWeightAndTiesGoToTheSmallerId) {
+  MoETopKRoutingFwdOp op({.top_k = 2, .scoring = "sigmoid"});
+  const Tensor logits = Tensor::zeros({1, 4}, DType::float32);  // every score 0.5: a tie
+  const auto [w0, ids0] = op(logits);
+  EXPECT_EQ(ids0.to_vector(), (std::vector<double>{0, 1}));
+  const Tensor bias = Tensor::empty({4}, DType::float32);
+  for (int e = 0; e < 4; ++e) bias.set_at({e}, e == 3 ? 1.0 : 0.0);
+  const auto [w1, ids1] = op(logits, bias);
+  EXPECT_EQ(ids1.to_vector(), (std::vector<double>{3, 0}));
+  EXPECT_EQ(w1.to_vector(), (std::vector<double>{0.5, 0.5}));  // the bias is not in the weight
+}
+
+TEST(MoERouting, TopKAboveTheExpertCountIsASignatureError) {
+  MoETopKRoutingFwdOp op({.top_k = 5});
+  EXPECT_THROW(op(Tensor::randn({2, 4}, DType::float32, 1)), SignatureError);
+  EXPECT_THROW(MoETopKRoutingFwdOp({.top_k = 0}), SignatureError);
+}
+
+// ---- pre-permute -----------------------------------------------------------------------------
+
+TEST(MoEPrePermute, MatchesReferenceIncludingEmptyAndFullExperts) {
+  for (const DType dtype : {DType::bfloat16, DType::float32}) {
+    for (const auto& [tokens, top_k, experts] :
+         std::vector<std::tuple<int, int, int>>{{9, 2, 6}, {1, 1, 4}, {16, 4, 4}, {0, 2, 3}}) {
+      MoEPrePermuteFwdOp op({.num_experts = experts});
+      const Tensor x = Tensor::randn({tokens, 24}, dtype, 3);
+      const Tensor ids = distinct_ids(tokens, top_k, experts, 5);
+      const auto [xp, offsets, inverse] = op(x, ids);
+      const auto ref = run_reference("MoEPrePermuteFwdOp", {x, ids, Tensor()}, op.param_values());
+      EXPECT_EQ(xp.to_vector(), ref[0].to_vector()) << x.str();
+      EXPECT_EQ(offsets.to_vector(), ref[1].to_vector());
+      EXPECT_EQ(inverse.to_vector(), ref[2].to_vector());
+    }
+  }
+  // Every token to expert 2 of 4: experts 0, 1 and 3 receive nothing, and the order is stable.
+  MoEPrePermuteFwdOp op({.num_experts = 4});
+  const Tensor x = Tensor::randn({5, 8}, DType::float32, 4);
+  const auto [xp, offsets, inverse] = op(x, Tensor::full({5, 1}, 2, DType::int32));
+  EXPECT_EQ(offsets.to_vector(), (std::vector<double>{0, 0, 0, 5, 5}));
+  EXPECT_EQ(inverse.to_vector(), (std::vector<double>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(xp.to_vector(), x.to_vector());
+}
+
+TEST(MoEPrePermute, ExpertMapDropsRemoteExpertsAndZeroesTheTail) {
+  // 8 global experts; this rank holds global 4..7 as local 0..3.
+  const Tensor map = int_tensor({-1, -1, -1, -1, 0, 1, 2, 3});
+  MoEPrePermuteFwdOp op({.num_experts = 4});
+  const Tensor x = Tensor::randn({6, 16}, DType::bfloat16, 8);
+  const Tensor ids = distinct_ids(6, 3, 8, 9);
+  const auto [xp, offsets, inverse] = op(x, ids, map);
+  const auto ref = run_reference("MoEPrePermuteFwdOp", {x, ids, map}, op.param_values());
+  EXPECT_EQ(xp.to_vector(), ref[0].to_vector());
+  EXPECT_EQ(offsets.to_vector(), ref[1].to_vector());
+  EXPECT_EQ(inverse.to_vector(), ref[2].to_vector());
+  const auto kept = static_cast<std::int64_t>(offsets.item_at({4}));
+  EXPECT_LT(kept, 18);
+  for (std::int64_t r = kept; r < 18; ++r) EXPECT_EQ(xp.item_at({r, 0}), 0.0);
+}
+
+TEST(MoEPrePermute, IdsOutsideTheExpertsAreErrors) {
+  MoEPrePermuteFwdOp op({.num_experts = 4});
+  const Tensor x = Tensor::randn({2, 8}, DType::float32, 1);
+  EXPECT_THAT(message_of([&] { op(x, Tensor::full({2, 1}, 4, DType::int32)); }),
+              HasSubstr("topk_ids[0, 0] = 4 is outside [0, 4) (num_experts)"));
+  EXPECT_THROW(op(x, Tensor::full({2, 1}, 9, DType::int32), int_tensor({0, 1, 2})), SignatureError);
+  EXPECT_THAT(message_of([&] { op(x, Tensor::full({2, 1}, 0, DType::int32), int_tensor({7})); }),
+              HasSubstr("expert_map[0] = 7 is neither -1 nor a local expert"));
+}
+
+// ---- grouped GEMM ----------------------------------------------------------------------------
+
+TEST(MoEGroupedGemm, MatchesReferenceForEveryActivationAndDType) {
+  const std::vector<std::vector<std::int32_t>> counts = {
+      {3, 0, 1, 5}, {0, 0, 7, 0}, {1}, {2, 2, 2, 2, 2, 2}, {0, 0}};
+  for (const std::string act : {"none", "silu_and_mul", "gelu_and_mul"}) {
+    for (const DType dtype : {DType::bfloat16, DType::float16}) {
+      for (const auto& c : counts) {
+        const auto experts = static_cast<std::int64_t>(c.size());
+        const std::int64_t rows = std::accumulate(c.begin(), c.end(), 0) + 2;  // 2 rows outside
+        MoEGroupedGemmFwdOp op({.activation = act});
+        const Tensor a = Tensor::randn({rows, 40}, dtype, 21);
+        const Tensor off = offsets_of(c);
+        const Tensor b = weight({experts, 18, 40}, dtype, 22);
+        const Tensor out = op(a, off, b);
+        EXPECT_EQ(out.size(1), act == "none" ? 18 : 9);
+        const auto ref = run_reference("MoEGroupedGemmFwdOp", {a, off, b}, op.param_values());
+        expect_close(out, ref[0], act + " " + std::string(dtype_name(dtype)));
+        for (std::int64_t r = rows - 2; r < rows; ++r) EXPECT_EQ(out.item_at({r, 0}), 0.0);
+      }
+    }
+  }
+}
+
+TEST(MoEGroupedGemm, BadOffsetsAndOddGatedWidthsAreErrors) {
+  MoEGroupedGemmFwdOp op(MoEGroupedGemmFwdOp::Params{});
+  const Tensor a = Tensor::randn({4, 8}, DType::bfloat16, 1);
+  const Tensor b = weight({2, 6, 8}, DType::bfloat16, 2);
+  EXPECT_THAT(message_of([&] { op(a, int_tensor({0, 3, 2}), b); }),
+              HasSubstr("expert_offsets[2] = 2 breaks"));
+  EXPECT_THROW(op(a, int_tensor({0, 3, 5}), b), SignatureError);  // past the rows of a
+  EXPECT_THROW(op(a, int_tensor({0, 4}), b), SignatureError);     // offsets of 1 expert, b of 2
+  MoEGroupedGemmFwdOp gated({.activation = "silu_and_mul"});
+  EXPECT_THROW(gated(a, int_tensor({0, 2, 4}), weight({2, 5, 8}, DType::bfloat16, 3)),
+               SignatureError);
+}
+
+// ---- post-permute ----------------------------------------------------------------------------
+
+TEST(MoEPostPermute, MatchesReferenceAndSkipsDroppedPairs) {
+  for (const DType dtype : {DType::bfloat16, DType::float16, DType::float32}) {
+    MoEPostPermuteFwdOp op({.scale = 1.5});
+    const Tensor expert_out = Tensor::randn({10, 12}, dtype, 4);
+    const Tensor w = Tensor::rand({4, 3}, DType::float32, 5, Device::cpu(), 0.0, 1.0);
+    const Tensor inverse = int_tensor({0, 9, -1, 3, 4, 5, -1, -1, -1, 1, 2, 8}).view({4, 3});
+    const Tensor y = op(expert_out, w, inverse);
+    const auto ref = run_reference("MoEPostPermuteFwdOp", {expert_out, w, inverse}, op.param_values());
+    expect_close(y, ref[0], std::string(dtype_name(dtype)));
+    for (std::int64_t h = 0; h < 12; ++h) EXPECT_EQ(y.item_at({2, h}), 0.0);  // every pair dropped
+  }
+  MoEPostPermuteFwdOp op(MoEPostPermuteFwdOp::Params{});
+  EXPECT_THAT(message_of([&] {
+                op(Tensor::randn({2, 4}, DType::float32, 1), Tensor::rand({1, 1}, DType::float32, 2),
+                   int_tensor({2}).view({1, 1}));
+              }),
+              HasSubstr("inverse[0, 0] = 2 is neither -1 nor a row of expert_out"));
+}
+
+// ---- composites ------------------------------------------------------------------------------
+
+TEST(MoEExpertMLP, MatchesReferenceAndFilesBothStages) {
+  for (const std::string act : {"silu_and_mul", "gelu_and_mul"}) {
+    MoEExpertMLPFwdOp op({.activation = act});
+    const Tensor x = Tensor::randn({11, 32}, DType::bfloat16, 1);
+    const Tensor off = offsets_of({4, 0, 6, 1});
+    const Tensor w13 = weight({4, 2 * 16, 32}, DType::bfloat16, 2);
+    const Tensor w2 = weight({4, 32, 16}, DType::bfloat16, 3);
+    const Tensor y = op(x, off, w13, w2);
+    expect_close(y, run_reference("MoEExpertMLPFwdOp", {x, off, w13, w2}, op.param_values())[0],
+                 act);
+    const auto call = op.last_call();
+    ASSERT_EQ(call->stages.size(), 2u);
+    EXPECT_EQ(call->stage("gate_up").size(), 1u);
+    EXPECT_EQ(call->stage("down").size(), 1u);
+    EXPECT_EQ(call->stage("gate_up")[0]->dim("N"), 32);
+    ASSERT_EQ(op.held_delegates().size(), 2u);
+    EXPECT_EQ(std::get<std::string>(op.held_delegates()[0]->param_values().at("activation")), act);
+    EXPECT_EQ(std::get<std::string>(op.held_delegates()[1]->param_values().at("activation")), "none");
+  }
+}
+
+TEST(FusedMoEExperts, MatchesReferenceAndHoldsOnePrePermutePerExpertCount) {
+  FusedMoEExpertsFwdOp op({});
+  for (const std::int64_t experts : {4, 6, 4}) {
+    const Tensor x = Tensor::randn({9, 32}, DType::bfloat16, 1);
+    const Tensor w = Tensor::rand({9, 2}, DType::float32, 2, Device::cpu(), 0.0, 1.0);
+    const Tensor ids = distinct_ids(9, 2, experts, 3 + experts);
+    const Tensor w13 = weight({experts, 2 * 8, 32}, DType::bfloat16, 4);
+    const Tensor w2 = weight({experts, 32, 8}, DType::bfloat16, 5);
+    const Tensor y = op(x, w, ids, w13, w2);
+    expect_close(
+        y,
+        run_reference("FusedMoEExpertsFwdOp", {x, w, ids, w13, w2, Tensor()}, op.param_values())[0],
+        "E=" + std::to_string(experts));
+    const auto call = op.last_call();
+    EXPECT_EQ(call->stage("pre_permute").size(), 1u);
+    EXPECT_EQ(call->stage("mlp").size(), 1u);
+    EXPECT_EQ(call->stage("post_permute").size(), 1u);
+  }
+  // pre_permute E=4, pre_permute E=6, mlp, post_permute: stage order, then holding order.
+  const auto held = op.held_delegates();
+  ASSERT_EQ(held.size(), 4u);
+  EXPECT_EQ(std::get<std::int64_t>(held[0]->param_values().at("num_experts")), 4);
+  EXPECT_EQ(std::get<std::int64_t>(held[1]->param_values().at("num_experts")), 6);
+  EXPECT_EQ(held[2]->name(), "MoEExpertMLPFwdOp");
+  EXPECT_EQ(held[3]->name(), "MoEPostPermuteFwdOp");
+}
+
+TEST(FusedMoEExperts, TunedModeReachesThePrePermuteHeldLater) {
+  FusedMoEExpertsFwdOp op({});
+  op.request_tune();
+  const Tensor x = Tensor::randn({3, 16}, DType::bfloat16, 1);
+  op(x, Tensor::rand({3, 1}, DType::float32, 2), distinct_ids(3, 1, 2, 3),
+     weight({2, 8, 16}, DType::bfloat16, 4), weight({2, 16, 4}, DType::bfloat16, 5));
+  for (Op* sub : op.held_delegates()) EXPECT_TRUE(sub->tune_requested()) << sub->name();
+  EXPECT_EQ(op.iter_kernels().size(), 4u);  // pre-permute, gate_up, down, post-permute
+}
+
+TEST(FusedMoE, MatchesReferenceForSoftmaxAndBiasedSigmoidRouting) {
+  struct Case {
+    FusedMoEFwdOp::Params params;
+    bool bias;
+  };
+  const Case cases[] = {
+      {{.top_k = 2, .scoring = "softmax", .renormalize = true}, false},
+      {{.top_k = 3, .scoring = "sigmoid", .renormalize = true, .routed_scaling_factor = 2.5}, true},
+      {{.top_k = 8, .scoring = "softmax", .activation = "gelu_and_mul"}, false},
+  };
+  for (const auto& c : cases) {
+    for (const std::int64_t tokens : {1, 13}) {
+      FusedMoEFwdOp op(c.params);
+      const std::int64_t experts = 8;
+      const Tensor x = Tensor::randn({tokens, 32}, DType::bfloat16, 1);
+      const Tensor logits = Tensor::randn({tokens, experts}, DType::float32, 2);
+      const Tensor w13 = weight({experts, 2 * 16, 32}, DType::bfloat16, 3);
+      const Tensor w2 = weight({experts, 32, 16}, DType::bfloat16, 4);
+      const Tensor bias =
+          c.bias ? Tensor::rand({experts}, DType::float32, 5, Device::cpu(), 0.0, 0.1) : Tensor();
+      const Tensor y = op(x, logits, w13, w2, bias);
+      expect_close(y,
+                   run_reference("FusedMoEFwdOp", {x, logits, w13, w2, bias}, op.param_values())[0],
+                   c.params.scoring + " tokens=" + std::to_string(tokens));
+      EXPECT_EQ(op.last_call()->stage("routing").size(), 1u);
+      EXPECT_EQ(op.last_call()->stage("experts").size(), 1u);
+    }
+  }
+}
+
+/// Counts its calls and passes the tokens through.
+class CountingPrepareFinalize final : public MoEPrepareFinalize {
+ public:
+  std::string name() const override { return "counting"; }
+  MoEPreparedTokens prepare(const Tensor& x, const Tensor& w, const Tensor& ids) override {
+    ++prepared;
+    return {x, w, ids, Tensor()};
+  }
+  void finalize(const Tensor& out, const Tensor& y) override {
+    ++finalized;
+    y.copy_(out);
+  }
+  int prepared = 0;
+  int finalized = 0;
+};
+
+TEST(FusedMoE, InjectionRules) {
+  const FusedMoEFwdOp::Params p{.top_k = 2};
+  auto pf = std::make_shared<CountingPrepareFinalize>();
+  EXPECT_THAT(message_of([&] { FusedMoEFwdOp(p, {}, nullptr, pf); }),
+              HasSubstr("prepare_finalize 'counting' was injected without experts"));
+  // An injected experts decides the activation before the base constructor runs.
+  auto experts = std::make_shared<FusedMoEExpertsFwdOp>(
+      FusedMoEExpertsFwdOp::Params{.activation = "gelu_and_mul"}, Target::builtin());
+  FusedMoEFwdOp op(p, Target("nowhere"), experts, pf);
+  EXPECT_EQ(op.params().activation, std::optional<std::string>("gelu_and_mul"));
+  EXPECT_EQ(std::get<std::string>(op.param_values().at("activation")), "gelu_and_mul");
+  EXPECT_THROW(FusedMoEFwdOp({.top_k = 2, .activation = "silu_and_mul"}, {}, experts),
+               UsageError);
+  // The injected experts keeps its own target; the built routing inherits the composite's.
+  const auto held = op.held_delegates();
+  ASSERT_EQ(held.size(), 2u);
+  EXPECT_EQ(held[0]->target().name(), "nowhere");
+  EXPECT_EQ(held[1], experts.get());
+  EXPECT_TRUE(held[1]->target().is_builtin());
+  // Without injection: silu_and_mul and the single-device prepare/finalize.
+  FusedMoEFwdOp plain(p);
+  EXPECT_EQ(plain.params().activation, std::optional<std::string>("silu_and_mul"));
+  EXPECT_EQ(plain.prepare_finalize().name(), "single_device");
+}
+
+TEST(FusedMoE, AnInjectedPrepareFinalizeRunsAroundTheExperts) {
+  auto pf = std::make_shared<CountingPrepareFinalize>();
+  auto experts = std::make_shared<FusedMoEExpertsFwdOp>(FusedMoEExpertsFwdOp::Params{});
+  FusedMoEFwdOp op({.top_k = 2}, {}, experts, pf);
+  const Tensor x = Tensor::randn({4, 16}, DType::bfloat16, 1);
+  const Tensor logits = Tensor::randn({4, 4}, DType::float32, 2);
+  const Tensor w13 = weight({4, 8, 16}, DType::bfloat16, 3);
+  const Tensor w2 = weight({4, 16, 4}, DType::bfloat16, 4);
+  const Tensor y = op(x, logits, w13, w2);
+  EXPECT_EQ(pf->prepared, 1);
+  EXPECT_EQ(pf->finalized, 1);
+  expect_close(y, run_reference("FusedMoEFwdOp", {x, logits, w13, w2, Tensor()}, op.param_values())[0],
+               "injected");
+}
+
+TEST(MoEFamily, ClassesAgreeWithTheManifestAndBuildDynamically) {
+  for (const OpClass* c : {&op_class_of<MoEExpertMLPFwdOp>(), &op_class_of<FusedMoEExpertsFwdOp>(),
+                           &op_class_of<FusedMoEFwdOp>(), &op_class_of<MoEGroupedGemmFwdOp>()}) {
+    EXPECT_TRUE(c->registration_problems.empty()) << c->name;
+  }
+  EXPECT_EQ(op_class_of<FusedMoEFwdOp>().injected_parameters,
+            (std::vector<std::string>{"prepare_finalize", "experts"}));
+  const auto op = make_op("FusedMoEFwdOp", {{"top_k", std::int64_t{2}}});
+  EXPECT_EQ(op->held_delegates().size(), 2u);
+  EXPECT_EQ(std::get<std::string>(op->param_values().at("activation")), "silu_and_mul");
+}
+
+}  // namespace
+}  // namespace tileops
