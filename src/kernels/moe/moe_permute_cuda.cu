@@ -366,12 +366,14 @@ void launch_moe_pre_permute(const PrePermuteArgs& a, void* stream) {
   const auto st = static_cast<cudaStream_t>(stream);
   const int E = static_cast<int>(a.num_experts);
 
-  // Ranking: one block; as many warps (<= 32) as have counters in 48 KB, or one warp with the
+  // Ranking: one block; as many warps (<= 32) as have counters in 47 KB, or one warp with the
   // opt-in shared memory for very many experts.
+  // The kernel's static shared memory (warp_sums) counts against the same 48 KB: keep 1 KB.
+  constexpr int64_t kDynamicBudget = 47 * 1024;
   int warps = kRankMaxWarps;
   int64_t smem = 0;
   if (E > 0) {
-    warps = static_cast<int>(std::min<int64_t>(kRankMaxWarps, (48 * 1024) / (4 * int64_t{E})));
+    warps = static_cast<int>(std::min<int64_t>(kRankMaxWarps, kDynamicBudget / (4 * int64_t{E})));
     if (warps < 1) {
       warps = 1;
       if (4 * int64_t{E} > max_optin_smem())
@@ -382,7 +384,7 @@ void launch_moe_pre_permute(const PrePermuteArgs& a, void* stream) {
   }
   warps = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(warps, (pairs + 31) / 32)));
   smem = 4 * int64_t{E} * warps;
-  if (smem > 48 * 1024) {
+  if (smem > kDynamicBudget) {
     if (const cudaError_t err = cudaFuncSetAttribute(
             moe_rank_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
         err != cudaSuccess)
