@@ -14,7 +14,8 @@
 //   Qwen3-30B-A3B (E=128, H=2048, F=768, top-8, 4096 tokens: 256 rows per expert): gate_up
 //     N=1536 K=2048 silu_and_mul, down N=2048 K=768
 // By default each GEMM shape runs the default configuration and the first configuration of the
-// other tensor-core variant (wgmma / mma).
+// other tensor-core variant (wgmma / mma); the two large shapes (e256_*, e128_*) also run every
+// thread-block-cluster configuration of their tuning space (names ending in ",cluster_m=2").
 // Environment:
 //   TILEOPS_BENCH_REPS=N    repetitions (default 21 for the GEMMs over 10 TFLOP, else 51)
 //   TILEOPS_BENCH_TUNE=1    every configuration of each GEMM shape's tuning space
@@ -250,6 +251,7 @@ struct GemmCase {
   const char* label;
   int64_t E, rows_per_expert, N, K;
   ck::MoeActivation act;
+  bool clusters = false;  ///< also time the cluster_m > 1 configurations by default
 };
 
 double gemm_flops(const GemmCase& c) {
@@ -395,8 +397,8 @@ void register_all(bool tune) {
   cudaGetDevice(&device);
   using A = ck::MoeActivation;
   const GemmCase gemm_cases[] = {
-      {"e256_r1024_n4096_k6144", 256, 1024, 4096, 6144, A::none},
-      {"e128_r1024_n16384_k5120", 128, 1024, 16384, 5120, A::none},
+      {"e256_r1024_n4096_k6144", 256, 1024, 4096, 6144, A::none, true},
+      {"e128_r1024_n16384_k5120", 128, 1024, 16384, 5120, A::none, true},
       {"dsv3_gate_up_r16_n4096_k7168_silu", 256, 16, 4096, 7168, A::silu_and_mul},
       {"dsv3_down_r16_n7168_k2048", 256, 16, 7168, 2048, A::none},
       {"dsv3_gate_up_r128_n4096_k7168_silu", 256, 128, 4096, 7168, A::silu_and_mul},
@@ -419,6 +421,10 @@ void register_all(bool tune) {
         add(g);
         break;
       }
+    }
+    if (c.clusters) {
+      for (const auto& g : space)
+        if (g.cluster_m > 1) add(g);
     }
     if (tune) {
       for (const auto& g : space)

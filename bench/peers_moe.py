@@ -11,7 +11,12 @@ writing a 256 MB buffer, the median over the iterations (after 3 warm-up calls).
 TFLOP/s = 2 M N K / time (N: all B rows); the others GB/s over the same byte counts as the C++
 benchmark. Writes a table (stdout) and a CSV ($OUT/peers_moe.csv, or --csv).
 
-Usage: python3 bench/peers_moe.py [--iters N] [--csv PATH] [--only gemm|permute|routing]
+Whole layer ("layer"): the eager PyTorch expression of FusedMoEFwdOp -- routing, the pre-permute
+above, torch._grouped_mm for gate_up, silu(gate) * up, torch._grouped_mm for down, the
+post-permute above -- on the manifest's FusedMoEFwdOp workloads; TFLOP/s = 6 T K H F / time and
+the expert weights' bytes / time.
+
+Usage: python3 bench/peers_moe.py [--iters N] [--csv PATH] [--only gemm|permute|routing|layer]
 """
 import argparse
 import os
@@ -37,6 +42,13 @@ ROUTE = [  # (label, T, E, K, scoring, bias, renormalize, scaling, logits dtype)
     ("dsv3_t4096_e256_k8_sigmoid_bias", 4096, 256, 8, "sigmoid", True, True, 2.5, "float32"),
     ("qwen3_30b_t4096_e128_k8_softmax", 4096, 128, 8, "softmax", False, True, 1.0, "bfloat16"),
     ("dsv3_t64_e256_k8_sigmoid_bias", 64, 256, 8, "sigmoid", True, True, 2.5, "float32"),
+]
+
+LAYER = [  # (label, T, E, K, H, F, scoring, bias, renormalize, scaling, logits dtype)
+    ("dsv3-512t", 512, 256, 8, 7168, 2048, "sigmoid", True, True, 2.5, "float32"),
+    ("dsv3-4096t", 4096, 256, 8, 7168, 2048, "sigmoid", True, True, 2.5, "float32"),
+    ("qwen3-30b-4096t", 4096, 128, 8, 2048, 768, "softmax", False, True, 1.0, "bfloat16"),
+    ("qwen3-30b-64t", 64, 128, 8, 2048, 768, "softmax", False, True, 1.0, "bfloat16"),
 ]
 
 FLUSH_BYTES = 256 * 1024 * 1024
@@ -100,11 +112,21 @@ def routing_eager(torch, logits, bias, K, scoring, renormalize, scaling):
     return w * scaling, ids.to(torch.int32)
 
 
+def moe_layer_eager(torch, x, logits, bias, w13t, w2t, K, scoring, renormalize, scaling):
+    w, ids = routing_eager(torch, logits, bias, K, scoring, renormalize, scaling)
+    xp, offsets, inverse = pre_permute_eager(torch, x, ids, w13t.shape[0])
+    h = torch._grouped_mm(xp, w13t, offs=offsets[1:])
+    f = h.shape[1] // 2
+    a = torch.nn.functional.silu(h[:, :f]) * h[:, f:]
+    y = torch._grouped_mm(a, w2t, offs=offsets[1:])
+    return post_permute_eager(torch, y, w, inverse)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--iters", type=int, default=0, help="default: 21 for GEMMs over 10 TFLOP, else 51")
     ap.add_argument("--csv", default=os.path.join(os.environ.get("OUT", "."), "peers_moe.csv"))
-    ap.add_argument("--only", choices=["gemm", "permute", "routing"], default=None)
+    ap.add_argument("--only", choices=["gemm", "permute", "routing", "layer"], default=None)
     args = ap.parse_args()
     try:
         import torch
@@ -180,6 +202,26 @@ def main():
             nbytes = T * E * logits.element_size() + T * K * 8
             us = timer.median_us(lambda: routing_eager(torch, logits, bias, K, scoring, renorm, scaling), iters)
             record("moe_topk_routing", label, "torch-eager", us, gbps=nbytes / (us * 1e-6) / 1e9)
+    if args.only in (None, "layer") and hasattr(torch, "_grouped_mm"):
+        iters = args.iters or 21
+        for label, T, E, K, H, F, scoring, has_bias, renorm, scaling, dt in LAYER:
+            x = torch.randn(T, H, dtype=torch.bfloat16, device="cuda")
+            logits = torch.randn(T, E, dtype=getattr(torch, dt), device="cuda")
+            bias = torch.rand(E, dtype=torch.float32, device="cuda") * 0.1 if has_bias else None
+            w13 = torch.randn(E, 2 * F, H, dtype=torch.bfloat16, device="cuda") / H**0.5
+            w2 = torch.randn(E, H, F, dtype=torch.bfloat16, device="cuda") / F**0.5
+            w13t, w2t = w13.transpose(-2, -1), w2.transpose(-2, -1)
+            us = timer.median_us(
+                lambda: moe_layer_eager(torch, x, logits, bias, w13t, w2t, K, scoring, renorm, scaling),
+                iters)
+            flops = 6.0 * T * K * H * F
+            weight_bytes = (w13.numel() + w2.numel()) * 2
+            record("fused_moe_layer", label, "torch-eager+grouped_mm", us,
+                   tflops=flops / (us * 1e-6) / 1e12)
+            print(f"{'':18s} {label:42s} {'  (expert weights)':26s} {'':15s} "
+                  f"{weight_bytes / (us * 1e-6) / 1e12:8.2f} TB/s", flush=True)
+            del x, logits, bias, w13, w2, w13t, w2t
+            torch.cuda.empty_cache()
     os.makedirs(os.path.dirname(os.path.abspath(args.csv)), exist_ok=True)
     with open(args.csv, "w") as f:
         f.write(f"# gpu={dev} torch={torch.__version__}\n")

@@ -5,70 +5,29 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
-#include <limits>
 #include <numeric>
-#include <random>
 
-#include "tileops/core/cuda.h"
-#include "tileops/op/reference.h"
+#include "gpu/gpu_op_test_util.h"
+#include "ops/moe_test_inputs.h"
 #include "tileops/ops/moe.h"
 
 namespace tileops {
 namespace {
 
-#define SKIP_WITHOUT_GPU() \
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device"
-
-const Device kGpu = Device::cuda(0);
-
-Tensor poisoned(const Sizes& sizes, DType dtype) {
-  return Tensor::full(sizes, std::numeric_limits<double>::quiet_NaN(), dtype, kGpu);
-}
-
-void expect_close(const Tensor& got, const Tensor& ref, const std::string& what) {
-  const double err = max_relative_error(got, ref);
-  EXPECT_LE(err, tolerance_for(got.dtype())) << what << ": max relative error " << err;
-}
+using gpu_test::expect_close;
+using gpu_test::kGpu;
+using gpu_test::poisoned;
+using namespace moe_test;  // NOLINT: the tests' inputs
 
 std::vector<Tensor> reference(const char* op, const std::vector<Tensor>& in, const ParamMap& p) {
   return (*find_reference(op))(in, p);
 }
 
-Tensor distinct_ids(std::int64_t tokens, std::int64_t top_k, std::int64_t experts,
-                    std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  Tensor ids = Tensor::empty({tokens, top_k}, DType::int32);
-  std::vector<std::int32_t> pool(static_cast<std::size_t>(experts));
-  for (std::int64_t t = 0; t < tokens; ++t) {
-    std::iota(pool.begin(), pool.end(), 0);
-    std::shuffle(pool.begin(), pool.end(), rng);
-    for (std::int64_t k = 0; k < top_k; ++k) ids.set_at({t, k}, pool[k]);
-  }
-  return ids;
-}
-
-Tensor offsets_of(const std::vector<std::int32_t>& counts) {
-  Tensor off = Tensor::zeros({static_cast<std::int64_t>(counts.size()) + 1}, DType::int32);
-  std::int32_t running = 0;
-  for (std::size_t e = 0; e < counts.size(); ++e) {
-    running += counts[e];
-    off.set_at({static_cast<std::int64_t>(e) + 1}, running);
-  }
-  return off;
-}
-
-Tensor weight(Sizes sizes, DType dtype, std::uint64_t seed) {
-  const double fan_in = static_cast<double>(sizes.back());
-  return Tensor::randn(std::move(sizes), dtype, seed, Device::cpu(), 0.0, 1.0 / std::sqrt(fan_in));
-}
-
 TEST(GpuMoeOps, RoutingMatchesTheCpuImplementation) {
   SKIP_WITHOUT_GPU();
   for (const std::string scoring : {"softmax", "sigmoid"}) {
-    for (const auto& [tokens, experts, top_k] :
-         std::vector<std::tuple<int, int, int>>{{1, 256, 8}, {37, 128, 8}, {5, 7, 3}, {300, 64, 6}}) {
+    for (const auto& [tokens, experts, top_k] : std::vector<std::tuple<int, int, int>>{
+             {1, 256, 8}, {37, 128, 8}, {5, 7, 3}, {300, 64, 6}}) {
       const MoETopKRoutingFwdOp::Params p{
           .top_k = top_k, .scoring = scoring, .renormalize = true, .routed_scaling_factor = 2.5};
       MoETopKRoutingFwdOp cpu_op(p);
@@ -88,8 +47,7 @@ TEST(GpuMoeOps, RoutingMatchesTheCpuImplementation) {
 
 TEST(GpuMoeOps, PermutesMatchTheCpuImplementationExactly) {
   SKIP_WITHOUT_GPU();
-  for (const auto& [tokens, top_k, experts, mapped] :
-       std::vector<std::tuple<int, int, int, bool>>{
+  for (const auto& [tokens, top_k, experts, mapped] : std::vector<std::tuple<int, int, int, bool>>{
            {1, 1, 4, false}, {33, 8, 256, false}, {512, 8, 32, true}, {0, 2, 4, false}}) {
     const std::int64_t global = mapped ? 256 : experts;
     Tensor map;
@@ -145,8 +103,8 @@ TEST(GpuMoeOps, GroupedGemmMatchesTheReference) {
 TEST(GpuMoeOps, FusedMoEMatchesTheReferenceAndTunes) {
   SKIP_WITHOUT_GPU();
   for (const std::int64_t tokens : {1, 16, 200}) {
-    FusedMoEFwdOp op({.top_k = 8, .scoring = "sigmoid", .renormalize = true,
-                      .routed_scaling_factor = 2.5});
+    FusedMoEFwdOp op(
+        {.top_k = 8, .scoring = "sigmoid", .renormalize = true, .routed_scaling_factor = 2.5});
     if (tokens == 200) op.request_tune();
     const std::int64_t experts = 32;
     const Tensor x = Tensor::randn({tokens, 256}, DType::bfloat16, 1);
@@ -156,8 +114,7 @@ TEST(GpuMoeOps, FusedMoEMatchesTheReferenceAndTunes) {
     const Tensor bias = Tensor::rand({experts}, DType::float32, 5, Device::cpu(), 0.0, 0.1);
     const Tensor out = poisoned({tokens, 256}, DType::bfloat16);
     op(x.to(kGpu), logits.to(kGpu), w13.to(kGpu), w2.to(kGpu), bias.to(kGpu), out);
-    expect_close(out,
-                 reference("FusedMoEFwdOp", {x, logits, w13, w2, bias}, op.param_values())[0],
+    expect_close(out, reference("FusedMoEFwdOp", {x, logits, w13, w2, bias}, op.param_values())[0],
                  "tokens=" + std::to_string(tokens));
     if (tokens == 200) {
       for (const Kernel* k : op.iter_kernels()) {

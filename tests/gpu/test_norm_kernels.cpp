@@ -547,8 +547,9 @@ TEST(RmsNormKernels, EveryTuningConfig) {
   struct Shape {
     int64_t rows, cols;
   };
-  const Shape shapes[] = {{3, 100},   {2048, 64}, {300, 1000}, {1, 4096},  {256, 4096},
-                          {77, 5120}, {7, 16384}, {64, 16384}, {5, 32768}, {9, 65536}};
+  const Shape shapes[] = {{3, 100},    {2048, 64}, {300, 1000}, {1, 4096},  {256, 4096},
+                          {77, 5120},  {7, 16384}, {64, 16384}, {5, 32768}, {9, 65536},
+                          {130, 4099}, {37, 16383}};  // the last two: scalar tails
   uint64_t seed = 1300;
   for (const DType dtype : kDtypes)
     for (const bool fused : {false, true})
@@ -577,6 +578,57 @@ TEST(RmsNormKernels, EveryTuningConfig) {
         p.seed = ++seed;
         ASSERT_NO_FATAL_FAILURE(check_problem(p, configs));
       }
+}
+
+// The variant configurations (grid, rows_in_flight, cluster_size, cache_hint, 16 vectors a thread)
+// of the spaces of the 4096- and 16384-column shapes, on rows with scalar tails, strided rows,
+// y == x, and unaligned x (the scalar fallback), each also with one block per multiprocessor.
+TEST(RmsNormKernels, VariantConfigsStridedInPlace) {
+  SKIP_WITHOUT_GPU();
+  struct Case {
+    int64_t rows, cols, xs, rs, ys, x_offset;
+    bool in_place;
+  };
+  const Case cases[] = {{41, 4099, 4104, 4112, 4200, 0, false},
+                        {41, 4099, 4104, 4104, 0, 0, true},
+                        {23, 16383, 16392, 16400, 16384, 0, false},
+                        {23, 16383, 16384, 16384, 0, 0, true},
+                        {9, 4096, 4096, 4096, 4096, 1, false}};
+  uint64_t seed = 1700;
+  for (const DType dtype : kDtypes)
+    for (const bool fused : {false, true})
+      for (const Case& k : cases) {
+        std::vector<std::optional<RmsNormConfig> > configs;
+        for (RmsNormConfig c : rms_norm_tuning_space(2048, k.cols, dtype, 0)) {
+          if (c.grid == tileops::cuda_kernels::RmsGrid::persistent && c.rows_in_flight == 1 &&
+              c.cluster_size == 1 && c.cache_hint == 0 && c.vecs_per_thread != 16)
+            continue;
+          configs.emplace_back(c);
+          c.blocks_per_sm = 1;
+          configs.emplace_back(c);
+        }
+        ASSERT_GT(configs.size(), 10u) << dtype_str(dtype) << " cols " << k.cols;
+        RmsProblem p;
+        p.dtype = dtype;
+        p.rows = k.rows;
+        p.cols = k.cols;
+        p.fused = fused;
+        p.x_stride = k.xs;
+        p.r_stride = k.rs;
+        p.y_stride = k.ys;
+        p.x_offset = k.x_offset;
+        p.in_place = k.in_place;
+        p.seed = ++seed;
+        ASSERT_NO_FATAL_FAILURE(check_problem(p, configs));
+      }
+}
+
+RmsNormConfig make_streaming(int threads) {
+  RmsNormConfig c;
+  c.threads = threads;
+  c.rows_per_block = 1;
+  c.vecs_per_thread = 0;
+  return c;
 }
 
 // An empty problem launches nothing; a bad configuration or dtype raises SignatureError.
@@ -618,6 +670,23 @@ TEST(RmsNormKernels, EmptyAndInvalid) {
   a.cols = 4096;
   a.x_row_stride = a.y_row_stride = 4096;
   EXPECT_THROW(launch_rms_norm(a, small, nullptr), tileops::SignatureError);
+  // Variant fields out of range or without a kernel.
+  RmsNormConfig resident = rms_norm_default_config(16, 4096, DType::bfloat16, 0);
+  bad = resident;
+  bad.rows_in_flight = 3;
+  EXPECT_THROW(launch_rms_norm(a, bad, nullptr), tileops::SignatureError);
+  bad = resident;
+  bad.cluster_size = 4;
+  EXPECT_THROW(launch_rms_norm(a, bad, nullptr), tileops::SignatureError);
+  bad = resident;
+  bad.cache_hint = 3;
+  EXPECT_THROW(launch_rms_norm(a, bad, nullptr), tileops::SignatureError);
+  bad = resident;
+  bad.grid = static_cast<tileops::cuda_kernels::RmsGrid>(7);
+  EXPECT_THROW(launch_rms_norm(a, bad, nullptr), tileops::SignatureError);
+  bad = make_streaming(256);
+  bad.rows_in_flight = 2;
+  EXPECT_THROW(launch_rms_norm(a, bad, nullptr), tileops::SignatureError);
   a.dtype = DType::int32;
   EXPECT_THROW(launch_rms_norm(a, def, nullptr), tileops::SignatureError);
   EXPECT_THROW(rms_norm_default_config(16, 64, DType::int8, 0), tileops::SignatureError);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "gpu/gpu_op_test_util.h"
 #include "tileops/core/cuda.h"
 #include "tileops/op/reference.h"
 #include "tileops/ops/norm.h"
@@ -15,19 +16,9 @@
 namespace tileops {
 namespace {
 
-#define SKIP_WITHOUT_GPU() \
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device"
-
-const Device kGpu = Device::cuda(0);
-
-Tensor poisoned(const Sizes& sizes, DType dtype) {
-  return Tensor::full(sizes, std::numeric_limits<double>::quiet_NaN(), dtype, kGpu);
-}
-
-void expect_close(const Tensor& gpu, const Tensor& cpu, const std::string& what) {
-  const double err = max_relative_error(gpu, cpu);
-  EXPECT_LE(err, tolerance_for(cpu.dtype())) << what << ": max relative error " << err;
-}
+using gpu_test::expect_close;
+using gpu_test::kGpu;
+using gpu_test::poisoned;
 
 TEST(GpuOps, RMSNormMatchesTheCpuImplementation) {
   SKIP_WITHOUT_GPU();

@@ -1,10 +1,7 @@
 // The MoE family on the CPU: every op against its double-precision reference on many shapes
 // (experts with no tokens, one token, all tokens), the value checks, and the composite rules as
 // the MoE ops exercise them (stages, sub-ops per expert count, injection, tuned mode).
-#include <algorithm>
-#include <numeric>
-#include <random>
-
+#include "ops/moe_test_inputs.h"
 #include "ops/ops_test_util.h"
 #include "tileops/op/op_class.h"
 #include "tileops/ops/moe.h"
@@ -16,38 +13,7 @@ using testing::HasSubstr;
 using testing_util::expect_close;
 using testing_util::message_of;
 using testing_util::run_reference;
-
-/// [tokens, top_k] int32 ids, distinct per token, in [0, experts).
-Tensor distinct_ids(std::int64_t tokens, std::int64_t top_k, std::int64_t experts,
-                    std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  Tensor ids = Tensor::empty({tokens, top_k}, DType::int32);
-  std::vector<std::int32_t> pool(static_cast<std::size_t>(experts));
-  for (std::int64_t t = 0; t < tokens; ++t) {
-    std::iota(pool.begin(), pool.end(), 0);
-    std::shuffle(pool.begin(), pool.end(), rng);
-    for (std::int64_t k = 0; k < top_k; ++k) ids.set_at({t, k}, pool[k]);
-  }
-  return ids;
-}
-
-Tensor int_tensor(const std::vector<std::int32_t>& v) {
-  Tensor t = Tensor::empty({static_cast<std::int64_t>(v.size())}, DType::int32);
-  std::copy(v.begin(), v.end(), t.data<std::int32_t>());
-  return t;
-}
-
-/// Offsets [E + 1] from per-expert row counts.
-Tensor offsets_of(const std::vector<std::int32_t>& counts) {
-  std::vector<std::int32_t> off(counts.size() + 1, 0);
-  std::partial_sum(counts.begin(), counts.end(), off.begin() + 1);
-  return int_tensor(off);
-}
-
-Tensor weight(Sizes sizes, DType dtype, std::uint64_t seed) {
-  const double fan_in = static_cast<double>(sizes.back());
-  return Tensor::randn(std::move(sizes), dtype, seed, Device::cpu(), 0.0, 1.0 / std::sqrt(fan_in));
-}
+using namespace moe_test;  // NOLINT: the tests' inputs
 
 // ---- routing ---------------------------------------------------------------------------------
 
@@ -77,7 +43,8 @@ TEST(MoERouting, MatchesReferenceForEveryScoring) {
       EXPECT_EQ(w.dtype(), DType::float32);
       EXPECT_EQ(ids.dtype(), DType::int32);
       const auto ref = run_reference("MoETopKRoutingFwdOp", {logits, bias}, op.param_values());
-      const std::string what = c.scoring + " " + std::string(dtype_name(c.dtype)) + " " + logits.str();
+      const std::string what =
+          c.scoring + " " + std::string(dtype_name(c.dtype)) + " " + logits.str();
       EXPECT_EQ(ids.to_vector(), ref[1].to_vector()) << what;
       expect_close(w, ref[0], what);
     }
@@ -146,10 +113,14 @@ TEST(MoEPrePermute, ExpertMapDropsRemoteExpertsAndZeroesTheTail) {
 TEST(MoEPrePermute, IdsOutsideTheExpertsAreErrors) {
   MoEPrePermuteFwdOp op({.num_experts = 4});
   const Tensor x = Tensor::randn({2, 8}, DType::float32, 1);
-  EXPECT_THAT(message_of([&] { op(x, Tensor::full({2, 1}, 4, DType::int32)); }),
+  EXPECT_THAT(message_of([&] {
+                op(x, Tensor::full({2, 1}, 4, DType::int32));
+              }),
               HasSubstr("topk_ids[0, 0] = 4 is outside [0, 4) (num_experts)"));
   EXPECT_THROW(op(x, Tensor::full({2, 1}, 9, DType::int32), int_tensor({0, 1, 2})), SignatureError);
-  EXPECT_THAT(message_of([&] { op(x, Tensor::full({2, 1}, 0, DType::int32), int_tensor({7})); }),
+  EXPECT_THAT(message_of([&] {
+                op(x, Tensor::full({2, 1}, 0, DType::int32), int_tensor({7}));
+              }),
               HasSubstr("expert_map[0] = 7 is neither -1 nor a local expert"));
 }
 
@@ -181,7 +152,9 @@ TEST(MoEGroupedGemm, BadOffsetsAndOddGatedWidthsAreErrors) {
   MoEGroupedGemmFwdOp op(MoEGroupedGemmFwdOp::Params{});
   const Tensor a = Tensor::randn({4, 8}, DType::bfloat16, 1);
   const Tensor b = weight({2, 6, 8}, DType::bfloat16, 2);
-  EXPECT_THAT(message_of([&] { op(a, int_tensor({0, 3, 2}), b); }),
+  EXPECT_THAT(message_of([&] {
+                op(a, int_tensor({0, 3, 2}), b);
+              }),
               HasSubstr("expert_offsets[2] = 2 breaks"));
   EXPECT_THROW(op(a, int_tensor({0, 3, 5}), b), SignatureError);  // past the rows of a
   EXPECT_THROW(op(a, int_tensor({0, 4}), b), SignatureError);     // offsets of 1 expert, b of 2
@@ -199,14 +172,15 @@ TEST(MoEPostPermute, MatchesReferenceAndSkipsDroppedPairs) {
     const Tensor w = Tensor::rand({4, 3}, DType::float32, 5, Device::cpu(), 0.0, 1.0);
     const Tensor inverse = int_tensor({0, 9, -1, 3, 4, 5, -1, -1, -1, 1, 2, 8}).view({4, 3});
     const Tensor y = op(expert_out, w, inverse);
-    const auto ref = run_reference("MoEPostPermuteFwdOp", {expert_out, w, inverse}, op.param_values());
+    const auto ref =
+        run_reference("MoEPostPermuteFwdOp", {expert_out, w, inverse}, op.param_values());
     expect_close(y, ref[0], std::string(dtype_name(dtype)));
     for (std::int64_t h = 0; h < 12; ++h) EXPECT_EQ(y.item_at({2, h}), 0.0);  // every pair dropped
   }
   MoEPostPermuteFwdOp op(MoEPostPermuteFwdOp::Params{});
   EXPECT_THAT(message_of([&] {
-                op(Tensor::randn({2, 4}, DType::float32, 1), Tensor::rand({1, 1}, DType::float32, 2),
-                   int_tensor({2}).view({1, 1}));
+                op(Tensor::randn({2, 4}, DType::float32, 1),
+                   Tensor::rand({1, 1}, DType::float32, 2), int_tensor({2}).view({1, 1}));
               }),
               HasSubstr("inverse[0, 0] = 2 is neither -1 nor a row of expert_out"));
 }
@@ -230,7 +204,8 @@ TEST(MoEExpertMLP, MatchesReferenceAndFilesBothStages) {
     EXPECT_EQ(call->stage("gate_up")[0]->dim("N"), 32);
     ASSERT_EQ(op.held_delegates().size(), 2u);
     EXPECT_EQ(std::get<std::string>(op.held_delegates()[0]->param_values().at("activation")), act);
-    EXPECT_EQ(std::get<std::string>(op.held_delegates()[1]->param_values().at("activation")), "none");
+    EXPECT_EQ(std::get<std::string>(op.held_delegates()[1]->param_values().at("activation")),
+              "none");
   }
 }
 
@@ -328,8 +303,7 @@ TEST(FusedMoE, InjectionRules) {
   FusedMoEFwdOp op(p, Target("nowhere"), experts, pf);
   EXPECT_EQ(op.params().activation, std::optional<std::string>("gelu_and_mul"));
   EXPECT_EQ(std::get<std::string>(op.param_values().at("activation")), "gelu_and_mul");
-  EXPECT_THROW(FusedMoEFwdOp({.top_k = 2, .activation = "silu_and_mul"}, {}, experts),
-               UsageError);
+  EXPECT_THROW(FusedMoEFwdOp({.top_k = 2, .activation = "silu_and_mul"}, {}, experts), UsageError);
   // The injected experts keeps its own target; the built routing inherits the composite's.
   const auto held = op.held_delegates();
   ASSERT_EQ(held.size(), 2u);
@@ -353,7 +327,8 @@ TEST(FusedMoE, AnInjectedPrepareFinalizeRunsAroundTheExperts) {
   const Tensor y = op(x, logits, w13, w2);
   EXPECT_EQ(pf->prepared, 1);
   EXPECT_EQ(pf->finalized, 1);
-  expect_close(y, run_reference("FusedMoEFwdOp", {x, logits, w13, w2, Tensor()}, op.param_values())[0],
+  expect_close(y,
+               run_reference("FusedMoEFwdOp", {x, logits, w13, w2, Tensor()}, op.param_values())[0],
                "injected");
 }
 

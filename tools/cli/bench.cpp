@@ -157,8 +157,8 @@ void run_case(const OpSchema& schema, const WorkloadCase& wc, const BenchOptions
   }
   if (device.is_cpu() && input_bytes > kCpuMaxInputBytes) {
     r.result = "SKIPPED";
-    r.message = fmt::format("inputs of {} GB: too large for a CPU bench",
-                            format_sig(input_bytes / 1e9, 3));
+    r.message =
+        fmt::format("inputs of {} GB: too large for a CPU bench", format_sig(input_bytes / 1e9, 3));
     return;
   }
   std::unique_ptr<Op> op = make_op(schema.name, inst.params, target);
@@ -526,7 +526,8 @@ int run_bench(const BenchOptions& options) {
       break;
     }
     case Format::json:
-      fmt::print("{}", json_document(options, device, profile, results, pass, fail, error, other, skipped));
+      fmt::print("{}", json_document(options, device, profile, results, pass, fail, error, other,
+                                     skipped));
       break;
     case Format::csv:
       fmt::print("{}", render_csv(full_table(results)));
@@ -536,7 +537,8 @@ int run_bench(const BenchOptions& options) {
     std::FILE* f = std::fopen(options.json_path.c_str(), "w");
     if (f == nullptr)
       throw UsageFailure(fmt::format("--json {}: cannot be written", options.json_path));
-    fmt::print(f, "{}", json_document(options, device, profile, results, pass, fail, error, other, skipped));
+    fmt::print(f, "{}",
+               json_document(options, device, profile, results, pass, fail, error, other, skipped));
     std::fclose(f);
   }
   if (!options.quiet && options.format != Format::table) fmt::print(stderr, "{}\n", summary);

@@ -48,19 +48,29 @@ struct OpClass {
 
 namespace detail {
 template <class T>
-concept HasInterfaces = requires { T::interfaces(); };
+concept HasInterfaces = requires {
+  T::interfaces();
+};
 template <class T>
-concept HasKernelTypes = requires { T::kernel_types(); };
+concept HasKernelTypes = requires {
+  T::kernel_types();
+};
 template <class T>
-concept HasDelegateTypes = requires { T::delegate_types(); };
+concept HasDelegateTypes = requires {
+  T::delegate_types();
+};
 template <class T>
-concept HasInjected = requires { T::injected_parameters(); };
+concept HasInjected = requires {
+  T::injected_parameters();
+};
 template <class T>
 concept HasWorkloadInputs = requires(const InstantiatedCase& c, std::uint64_t seed, Device d) {
   T::workload_inputs(c, seed, d);
 };
 template <class T>
-concept HasFactory = requires(const ParamMap& m, Target t) { T::from_params(m, t); };
+concept HasFactory = requires(const ParamMap& m, Target t) {
+  T::from_params(m, t);
+};
 
 /// Checks a class against its manifest entry and its implementation table's contracts; returns
 /// one message per problem.
@@ -82,7 +92,8 @@ const OpClass& op_class_of() {
     if constexpr (detail::HasInterfaces<Derived>) c.interfaces = Derived::interfaces();
     if constexpr (detail::HasKernelTypes<Derived>) c.kernel_types = Derived::kernel_types();
     if constexpr (detail::HasDelegateTypes<Derived>) c.delegate_types = Derived::delegate_types();
-    if constexpr (detail::HasInjected<Derived>) c.injected_parameters = Derived::injected_parameters();
+    if constexpr (detail::HasInjected<Derived>)
+      c.injected_parameters = Derived::injected_parameters();
     if constexpr (detail::HasWorkloadInputs<Derived>) c.workload_inputs = &Derived::workload_inputs;
     if constexpr (detail::HasFactory<Derived>) {
       c.factory = [](const ParamMap& m, Target t) -> std::unique_ptr<Op> {
@@ -100,12 +111,12 @@ const OpClass& op_class_of() {
 }
 
 /// Registers `Derived` under its manifest name at static-initialisation time.
-#define TILEOPS_REGISTER_OP(Derived)                                                \
-  namespace {                                                                       \
-  [[maybe_unused]] const bool tileops_registered_##Derived = [] {                   \
-    ::tileops::detail::register_op_class(&::tileops::op_class_of<Derived>());        \
-    return true;                                                                    \
-  }();                                                                              \
+#define TILEOPS_REGISTER_OP(Derived)                                          \
+  namespace {                                                                 \
+  [[maybe_unused]] const bool tileops_registered_##Derived = [] {             \
+    ::tileops::detail::register_op_class(&::tileops::op_class_of<Derived>()); \
+    return true;                                                              \
+  }();                                                                        \
   }
 
 /// Registered op classes, sorted by name.

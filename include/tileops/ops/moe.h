@@ -250,8 +250,7 @@ class FusedMoEFwdOp final : public gen::FusedMoEFwdOpBase<FusedMoEFwdOp> {
   std::string roof_key() const override;
   const MoEPrepareFinalize& prepare_finalize() const { return *prepare_finalize_; }
   void forward(const SignatureCall& call, const Tensor& x, const Tensor& router_logits,
-               const Tensor& w13, const Tensor& w2, const Tensor& correction_bias,
-               const Tensor& y);
+               const Tensor& w13, const Tensor& w2, const Tensor& correction_bias, const Tensor& y);
 
  private:
   static Params settle(Params params, const FusedMoEExpertsFwdOp* experts,

@@ -289,7 +289,7 @@ bool has_kernel(const GroupedGemmConfig& c) {
 
 GroupedGemmConfig find_config(GroupedGemmVariant v, int bm, int bn, int stages) {
   for (const GroupedGemmConfig& c : variant_configs(v))
-    if (c.block_m == bm && c.block_n == bn && c.stages == stages) return c;
+    if (c.block_m == bm && c.block_n == bn && c.stages == stages && c.cluster_m == 1) return c;
   return moe_detail::simt_configs().front();
 }
 
@@ -323,7 +323,8 @@ std::string GroupedGemmConfig::str() const {
   return std::string("variant=") + variant_name(variant) + ",block=" + std::to_string(block_m) +
          "x" + std::to_string(block_n) + "x" + std::to_string(block_k) +
          ",warps=" + std::to_string(warps_m) + "x" + std::to_string(warps_n) +
-         ",stages=" + std::to_string(stages) + ",blocks_per_sm=" + std::to_string(blocks_per_sm);
+         ",stages=" + std::to_string(stages) + ",blocks_per_sm=" + std::to_string(blocks_per_sm) +
+         (cluster_m != 1 ? ",cluster_m=" + std::to_string(cluster_m) : std::string());
 }
 
 GroupedGemmConfig grouped_gemm_default_config(const GroupedGemmArgs& args, int device) {
@@ -339,8 +340,13 @@ std::vector<GroupedGemmConfig> grouped_gemm_tuning_space(const GroupedGemmArgs& 
   const auto add = [&](const GroupedGemmConfig& c) {
     if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
   };
-  if (wgmma_shape_ok(args, device))
-    for (const auto& c : moe_detail::wgmma_configs()) add(c);
+  if (wgmma_shape_ok(args, device)) {
+    // Clusters along M pair the m-tiles of an expert: only where the experts average at least
+    // one full tile of rows (else most pairs would have an idle half).
+    const int64_t per_expert = args.M / std::max<int64_t>(args.E, 1);
+    for (const auto& c : moe_detail::wgmma_configs())
+      if (c.cluster_m == 1 || per_expert >= c.block_m) add(c);
+  }
   if (mma_shape_ok(args)) {
     for (const auto& c : moe_detail::mma_configs()) add(c);
   } else {

@@ -18,6 +18,16 @@
 // accumulator column groups i and i + block_n / 16 of a thread are gate and up of the same output
 // columns. Persistent grid over the shared tile scheduler (the producer warp and every consumer
 // warp run the same cursor); the epilogue stores straight from the accumulators.
+//
+// cluster_m = 2 (opt-in): clusters of 2 blocks; the scheduler's units are pairs of consecutive
+// m-tiles of one expert and one n-tile (cursor over tiles of 2 * block_m rows), cluster c walks
+// units c, c + clusters, ... and block rank r takes m-tile r of the pair (r = 1 past the expert's
+// last m-tile: runs the unit on the first block's rows and stores nothing). Each producer loads
+// its own A tile and B half r (the gate / up half when gated) with a TMA multicast into both
+// blocks, so the B tile comes from L2 once per pair. A stage's full barrier expects the whole
+// stage (A + both halves, from the two producers); its empty barrier takes one arrival per
+// consumer warp of both blocks (a block's producer overwrites the other block's stage too).
+// Cluster barriers after the barrier init and before exit.
 #include "kernels/moe/grouped_gemm_common.cuh"
 
 #include <cuda.h>
@@ -27,7 +37,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -91,6 +104,72 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
       "%3}], [%4];\n" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+
+// Cluster (cluster_m = 2) helpers.
+__device__ __forceinline__ uint32_t cluster_ctarank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+
+__device__ __forceinline__ uint32_t cluster_id_x() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%clusterid.x;\n" : "=r"(r));
+  return r;
+}
+
+__device__ __forceinline__ uint32_t cluster_count_x() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%nclusterid.x;\n" : "=r"(r));
+  return r;
+}
+
+// Every thread of every block of the cluster (release / acquire at cluster scope).
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile(
+      "barrier.cluster.arrive.release;\n"
+      "barrier.cluster.wait.acquire;\n" ::
+          : "memory");
+}
+
+// Arrives on the mbarrier at the shared offset `bar` of block `cta` of the cluster.
+__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t cta) {
+  asm volatile(
+      "{\n"
+      ".reg .b32 remote;\n"
+      "mapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
+      "}\n" ::"r"(bar),
+      "r"(cta)
+      : "memory");
+}
+
+// mbar_wait with cluster-scope acquire (the barrier also receives the other block's arrivals).
+__device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n"
+        "}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (done == 0);
+}
+
+// tma_load_2d into the same shared offset of every block in `mask` (bit i: cluster rank i), each
+// destination's mbarrier at offset `bar` receiving the bytes it gets.
+__device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtensorMap* map, int c0,
+                                                      int c1, uint32_t bar, uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::"
+      "cluster [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
       : "memory");
 }
 
@@ -278,6 +357,23 @@ __device__ __forceinline__ void wgmma_tile(float (&d)[BN / 2], uint64_t da, uint
 // ---------------------------------------------------------------------------------------------
 // Kernel.
 
+// The persistent walk over the scheduler's units: per block (CL = 1) or per cluster.
+template <int CL>
+__device__ __forceinline__ long long first_unit() {
+#if TILEOPS_MOE_WGMMA_BODY
+  if constexpr (CL > 1) return cluster_id_x();
+#endif
+  return blockIdx.x;
+}
+
+template <int CL>
+__device__ __forceinline__ long long unit_stride() {
+#if TILEOPS_MOE_WGMMA_BODY
+  if constexpr (CL > 1) return cluster_count_x();
+#endif
+  return gridDim.x;
+}
+
 template <int BM, int BN, int STAGES>
 struct WgShape {
   static constexpr int kConsumers = BM / 64;
@@ -291,11 +387,12 @@ struct WgShape {
   static_assert(BM == 64 || BM == 128, "block_m must be 64 or 128");
 };
 
-template <typename T, int BM, int BN, int STAGES>
+template <typename T, int BM, int BN, int STAGES, int CL>
 __global__ void __launch_bounds__(WgShape<BM, BN, STAGES>::kThreads, 1)
     grouped_gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a,
                               const __grid_constant__ CUtensorMap tma_b, const GemmParams p) {
   using S = WgShape<BM, BN, STAGES>;
+  static_assert(CL == 1 || CL == 2, "cluster_m must be 1 or 2");
 #if !TILEOPS_MOE_WGMMA_BODY
   // Compiled for a target without the sm_90a features: never launched there (the host checks
   // the device's compute capability).
@@ -315,15 +412,26 @@ __global__ void __launch_bounds__(WgShape<BM, BN, STAGES>::kThreads, 1)
   const int K = static_cast<int>(p.K);
   const int KT = (K + 63) / 64;
   const bool is_gated = p.act != kActNone;
+  // The scheduler's units: CL m-tiles of one expert and one n-tile; with CL = 2 the cluster's
+  // blocks take the unit's m-tiles by rank (a missing second m-tile: the block runs the unit
+  // without storing, rows 0).
+  int rank = 0;
+  if constexpr (CL > 1) rank = static_cast<int>(cluster_ctarank());
 
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full_bar + 8 * s, 1);
-      mbar_init(empty_bar + 8 * s, 4 * S::kConsumers);
+      // CL > 1: the consumers of every block of the cluster release each stage (the other
+      // block's producer writes into it).
+      mbar_init(empty_bar + 8 * s, 4 * S::kConsumers * CL);
     }
     fence_barrier_init();
   }
-  __syncthreads();
+  if constexpr (CL > 1) {
+    cluster_sync();
+  } else {
+    __syncthreads();
+  }
 
   if (wg == 0) {
     if (warp == 0) {
@@ -337,7 +445,7 @@ __global__ void __launch_bounds__(WgShape<BM, BN, STAGES>::kThreads, 1)
       TileInfo ti;
       int stage = 0;
       uint32_t phase = 0;
-      for (long long t = blockIdx.x; cursor.find(p, BM, t, ti); t += gridDim.x) {
+      for (long long t = first_unit<CL>(); cursor.find(p, BM * CL, t, ti); t += unit_stride<CL>()) {
         const int en = ti.expert * N;
         int b_row0;
         int b_row1;
@@ -348,16 +456,31 @@ __global__ void __launch_bounds__(WgShape<BM, BN, STAGES>::kThreads, 1)
           b_row0 = en + ti.n_tile * BN;
           b_row1 = b_row0 + BN / 2;
         }
+        // A block without rows (CL > 1) loads the first block's rows (in range; not stored).
+        const int a_row = CL == 1 || rank * BM >= ti.rows ? ti.row0 : ti.row0 + rank * BM;
         if (lane == 0) {
           for (int kt = 0; kt < KT; ++kt) {
-            mbar_wait(empty_bar + 8 * stage, phase ^ 1u);
+            if constexpr (CL == 1) {
+              mbar_wait(empty_bar + 8 * stage, phase ^ 1u);
+            } else {
+              mbar_wait_cluster(empty_bar + 8 * stage, phase ^ 1u);
+            }
             const uint32_t full = full_bar + 8 * stage;
             mbar_expect_tx(full, S::kStageBytes);
             const uint32_t sa = base + static_cast<uint32_t>(stage * S::kStageBytes);
             const uint32_t sb = sa + S::kABytes;
-            tma_load_2d(sa, &tma_a, kt * 64, ti.row0, full);
-            tma_load_2d(sb, &tma_b, kt * 64, b_row0, full);
-            tma_load_2d(sb + S::kBBytes / 2, &tma_b, kt * 64, b_row1, full);
+            if constexpr (CL == 1) {
+              tma_load_2d(sa, &tma_a, kt * 64, a_row, full);
+              tma_load_2d(sb, &tma_b, kt * 64, b_row0, full);
+              tma_load_2d(sb + S::kBBytes / 2, &tma_b, kt * 64, b_row1, full);
+            } else {
+              // Own A; B half `rank` (gate / up halves when gated) to both blocks. The full
+              // barrier counts the A bytes and both B halves (one from each block's producer).
+              tma_load_2d(sa, &tma_a, kt * 64, a_row, full);
+              tma_load_2d_multicast(sb + static_cast<uint32_t>(rank * (S::kBBytes / 2)), &tma_b,
+                                    kt * 64, rank == 0 ? b_row0 : b_row1, full,
+                                    static_cast<uint16_t>((1u << CL) - 1u));
+            }
             if (++stage == STAGES) {
               stage = 0;
               phase ^= 1u;
@@ -378,7 +501,14 @@ __global__ void __launch_bounds__(WgShape<BM, BN, STAGES>::kThreads, 1)
     TileInfo ti;
     int stage = 0;
     uint32_t phase = 0;
-    for (long long t = blockIdx.x; cursor.find(p, BM, t, ti); t += gridDim.x) {
+    for (long long t = first_unit<CL>(); cursor.find(p, BM * CL, t, ti); t += unit_stride<CL>()) {
+      int row0 = ti.row0;
+      int rows = ti.rows;
+      if constexpr (CL > 1) {
+        row0 += rank * BM;
+        rows -= rank * BM;
+        rows = rows < 0 ? 0 : (rows > BM ? BM : rows);
+      }
 #pragma unroll
       for (int i = 0; i < R; ++i) acc[i] = 0.f;
       int prev = -1;
@@ -396,7 +526,11 @@ __global__ void __launch_bounds__(WgShape<BM, BN, STAGES>::kThreads, 1)
         fence_regs(acc);
         if (prev >= 0) {
           __syncwarp();
-          if (lane == 0) mbar_arrive(empty_bar + 8 * prev);
+          if constexpr (CL == 1) {
+            if (lane == 0) mbar_arrive(empty_bar + 8 * prev);
+          } else {
+            if (lane < CL) mbar_arrive_cluster(empty_bar + 8 * prev, static_cast<uint32_t>(lane));
+          }
         }
         prev = stage;
         if (++stage == STAGES) {
@@ -408,15 +542,19 @@ __global__ void __launch_bounds__(WgShape<BM, BN, STAGES>::kThreads, 1)
       fence_regs(acc);
       if (prev >= 0) {
         __syncwarp();
-        if (lane == 0) mbar_arrive(empty_bar + 8 * prev);
+        if constexpr (CL == 1) {
+          if (lane == 0) mbar_arrive(empty_bar + 8 * prev);
+        } else {
+          if (lane < CL) mbar_arrive_cluster(empty_bar + 8 * prev, static_cast<uint32_t>(lane));
+        }
       }
       // Epilogue: rows cw * 64 + w4 * 16 + lane / 4 (+ 8); column group i holds columns
       // 8 i + 2 (lane % 4) (+ 1).
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = cw * 64 + w4 * 16 + (lane >> 2) + 8 * h;
-        if (r >= ti.rows) continue;
-        T* crow = C + static_cast<int64_t>(ti.row0 + r) * p.n_out;
+        if (r >= rows) continue;
+        T* crow = C + static_cast<int64_t>(row0 + r) * p.n_out;
         if (is_gated) {
 #pragma unroll
           for (int i = 0; i < BN / 16; ++i) {
@@ -438,6 +576,8 @@ __global__ void __launch_bounds__(WgShape<BM, BN, STAGES>::kThreads, 1)
   }
   zero_uncovered<T>(p, static_cast<long long>(blockIdx.x) * S::kThreads + tid,
                     static_cast<long long>(gridDim.x) * S::kThreads);
+  // CL > 1: no block leaves while the other may still arrive on its barriers.
+  if constexpr (CL > 1) cluster_sync();
 #endif
 }
 
@@ -481,38 +621,112 @@ CUtensorMap make_map(const void* base, DType dtype, int64_t rows, int64_t K, int
 using Launcher = void (*)(const GemmParams&, DType, int blocks_per_sm, int sms, long long max_tiles,
                           cudaStream_t);
 
-template <typename T, int BM, int BN, int STAGES>
+// Clusters of `cluster` blocks of `fn` that can be resident at once on the current device
+// (cached per kernel and device); 0 if the runtime cannot tell.
+int max_active_clusters(const void* fn, int cluster, int threads, int smem_bytes, int sms) {
+  static std::mutex mutex;
+  static std::map<std::tuple<const void*, int>, int> cache;
+  int device = 0;
+  if (const cudaError_t err = cudaGetDevice(&device); err != cudaSuccess)
+    throw_cuda(err, "cudaGetDevice");
+  const auto key = std::make_tuple(fn, device);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    const auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(std::max(sms / cluster, 1) * cluster), 1, 1);
+  cfg.blockDim = dim3(static_cast<unsigned>(threads), 1, 1);
+  cfg.dynamicSmemBytes = static_cast<size_t>(smem_bytes);
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = static_cast<unsigned>(cluster);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, fn, &cfg) != cudaSuccess) {
+    (void)cudaGetLastError();  // not sticky; fall back to the multiprocessor count
+    clusters = 0;
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  cache[key] = clusters;
+  return clusters;
+}
+
+template <typename T, int BM, int BN, int STAGES, int CL>
 void run(const GemmParams& p, DType dtype, int blocks_per_sm, int sms, long long max_tiles,
          cudaStream_t stream) {
   using S = WgShape<BM, BN, STAGES>;
-  const auto kernel = grouped_gemm_wgmma_kernel<T, BM, BN, STAGES>;
+  const auto kernel = grouped_gemm_wgmma_kernel<T, BM, BN, STAGES, CL>;
   const void* fn = reinterpret_cast<const void*>(kernel);
   allow_smem(fn, S::kSmem);
   const CUtensorMap map_a = make_map(p.a, dtype, p.M, p.K, BM);
   const CUtensorMap map_b = make_map(p.b, dtype, p.N * p.E, p.K, BN / 2);
-  const int per_sm = blocks_per_sm > 0 ? blocks_per_sm : occupancy(fn, S::kThreads, S::kSmem);
-  const long long grid = std::max<long long>(
-      1, std::min<long long>(static_cast<long long>(sms) * per_sm, std::max(max_tiles, 1LL)));
-  kernel<<<static_cast<unsigned>(grid), S::kThreads, S::kSmem, stream>>>(map_a, map_b, p);
+  if constexpr (CL == 1) {
+    const int per_sm = blocks_per_sm > 0 ? blocks_per_sm : occupancy(fn, S::kThreads, S::kSmem);
+    const long long grid = std::max<long long>(
+        1, std::min<long long>(static_cast<long long>(sms) * per_sm, std::max(max_tiles, 1LL)));
+    kernel<<<static_cast<unsigned>(grid), S::kThreads, S::kSmem, stream>>>(map_a, map_b, p);
+  } else {
+    // Persistent grid of clusters: as many as can be resident (or blocks_per_sm x
+    // multiprocessors / CL), at most one per unit (CL m-tiles x one n-tile).
+    long long clusters;
+    if (blocks_per_sm > 0) {
+      clusters = static_cast<long long>(sms) * blocks_per_sm / CL;
+    } else {
+      clusters = max_active_clusters(fn, CL, S::kThreads, S::kSmem, sms);
+      if (clusters <= 0) clusters = sms / CL;
+    }
+    const long long units =
+        ((p.M + BM * CL - 1) / (BM * CL) + p.E) * static_cast<long long>(p.n_tiles);
+    clusters = std::max<long long>(1, std::min(clusters, std::max(units, 1LL)));
+    (void)max_tiles;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(static_cast<unsigned>(clusters * CL), 1, 1);
+    cfg.blockDim = dim3(static_cast<unsigned>(S::kThreads), 1, 1);
+    cfg.dynamicSmemBytes = static_cast<size_t>(S::kSmem);
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = static_cast<unsigned>(CL);
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    if (const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, p);
+        err != cudaSuccess)
+      throw_cuda(err, "cudaLaunchKernelEx (cluster)");
+  }
 }
 
 struct Entry {
-  int bm, bn, stages;
+  int bm, bn, stages, cluster_m;
   Launcher bf16;
   Launcher f16;
 };
 
-template <int BM, int BN, int STAGES>
+template <int BM, int BN, int STAGES, int CL = 1>
 constexpr Entry entry() {
-  return Entry{BM, BN, STAGES, run<__nv_bfloat16, BM, BN, STAGES>, run<__half, BM, BN, STAGES>};
+  return Entry{
+      BM, BN, STAGES, CL, run<__nv_bfloat16, BM, BN, STAGES, CL>, run<__half, BM, BN, STAGES, CL>};
 }
 
+// The cluster_m = 2 entries come after the others (grouped_gemm_cuda.cu looks the defaults up
+// among cluster_m = 1 only).
 const Entry kEntries[] = {
     entry<128, 256, 4>(),  // 2 consumer warpgroups of 64 x 256, 192 KB
     entry<128, 256, 3>(),  // 144 KB
     entry<128, 128, 6>(),  // 192 KB
     entry<64, 256, 5>(),   // one consumer warpgroup (few rows per expert), 200 KB
     entry<64, 128, 8>(),   // 192 KB
+    // Clusters of 2 blocks on consecutive m-tiles of one expert and n-tile: each block loads
+    // half of the B tile and multicasts it to both (half the B traffic from L2).
+    entry<128, 256, 4, 2>(),
+    entry<128, 128, 6, 2>(),
+    entry<64, 256, 5, 2>(),
 };
 
 GroupedGemmConfig to_config(const Entry& e) {
@@ -524,6 +738,7 @@ GroupedGemmConfig to_config(const Entry& e) {
   c.warps_m = e.bm / 64;
   c.warps_n = 1;
   c.stages = e.stages;
+  c.cluster_m = e.cluster_m;
   return c;
 }
 

@@ -197,7 +197,9 @@ void MoePostPermuteCpu::forward(const Tensor& expert_out, const Tensor& weights,
 
 namespace {
 
-float silu(float g) { return g / (1.0f + std::exp(-g)); }
+float silu(float g) {
+  return g / (1.0f + std::exp(-g));
+}
 float gelu_tanh(float g) {
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
   return 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g)));
@@ -215,39 +217,38 @@ void grouped_gemm_rows(const Tensor& a, const std::int32_t* offsets, const Tenso
   const T* bp = b.data<T>();
   T* cp = c.data<T>();
   const std::int32_t* end_of_groups = offsets + call.experts + 1;
-  cpu::parallel_for(rows, rows * n * std::max<std::int64_t>(k, 1),
-                    [&](std::int64_t begin, std::int64_t end) {
-                      std::vector<float> arow(static_cast<std::size_t>(k));
-                      std::vector<float> acc(static_cast<std::size_t>(n));
-                      for (std::int64_t r = begin; r < end; ++r) {
-                        T* crow = cp + r * n_out;
-                        // The expert of row r: the last e with offsets[e] <= r < offsets[e+1].
-                        const auto it = std::upper_bound(offsets, end_of_groups,
-                                                         static_cast<std::int32_t>(r));
-                        const std::int64_t e = (it - offsets) - 1;
-                        if (e < 0 || e >= call.experts) {
-                          std::fill_n(crow, n_out, cpu::from_float<T>(0.0f));
-                          continue;
-                        }
-                        for (std::int64_t i = 0; i < k; ++i) arow[i] = cpu::to_float(ap[r * k + i]);
-                        const T* be = bp + e * n * k;
-                        for (std::int64_t j = 0; j < n; ++j) {
-                          const T* brow = be + j * k;
-                          float s = 0;
-                          for (std::int64_t i = 0; i < k; ++i) s += arow[i] * cpu::to_float(brow[i]);
-                          acc[j] = s;
-                        }
-                        for (std::int64_t j = 0; j < n_out; ++j) {
-                          float v = acc[j];
-                          if (call.activation == MoeActivation::silu_and_mul) {
-                            v = silu(acc[j]) * acc[j + n_out];
-                          } else if (call.activation == MoeActivation::gelu_and_mul) {
-                            v = gelu_tanh(acc[j]) * acc[j + n_out];
-                          }
-                          crow[j] = cpu::from_float<T>(v);
-                        }
-                      }
-                    });
+  cpu::parallel_for(
+      rows, rows * n * std::max<std::int64_t>(k, 1), [&](std::int64_t begin, std::int64_t end) {
+        std::vector<float> arow(static_cast<std::size_t>(k));
+        std::vector<float> acc(static_cast<std::size_t>(n));
+        for (std::int64_t r = begin; r < end; ++r) {
+          T* crow = cp + r * n_out;
+          // The expert of row r: the last e with offsets[e] <= r < offsets[e+1].
+          const auto it = std::upper_bound(offsets, end_of_groups, static_cast<std::int32_t>(r));
+          const std::int64_t e = (it - offsets) - 1;
+          if (e < 0 || e >= call.experts) {
+            std::fill_n(crow, n_out, cpu::from_float<T>(0.0f));
+            continue;
+          }
+          for (std::int64_t i = 0; i < k; ++i) arow[i] = cpu::to_float(ap[r * k + i]);
+          const T* be = bp + e * n * k;
+          for (std::int64_t j = 0; j < n; ++j) {
+            const T* brow = be + j * k;
+            float s = 0;
+            for (std::int64_t i = 0; i < k; ++i) s += arow[i] * cpu::to_float(brow[i]);
+            acc[j] = s;
+          }
+          for (std::int64_t j = 0; j < n_out; ++j) {
+            float v = acc[j];
+            if (call.activation == MoeActivation::silu_and_mul) {
+              v = silu(acc[j]) * acc[j + n_out];
+            } else if (call.activation == MoeActivation::gelu_and_mul) {
+              v = gelu_tanh(acc[j]) * acc[j + n_out];
+            }
+            crow[j] = cpu::from_float<T>(v);
+          }
+        }
+      });
 }
 
 }  // namespace
@@ -265,9 +266,8 @@ void GroupedGemmCpu::forward(const Tensor& a, const Tensor& offsets, const Tenso
           e, op[e], experts, call_.rows));
     }
   }
-  cpu::dispatch_float(call_.dtype, "moe_grouped_gemm_cpu", [&](auto tag) {
-    grouped_gemm_rows<decltype(tag)>(a, op, b, c, call_);
-  });
+  cpu::dispatch_float(call_.dtype, "moe_grouped_gemm_cpu",
+                      [&](auto tag) { grouped_gemm_rows<decltype(tag)>(a, op, b, c, call_); });
 }
 
 }  // namespace tileops

@@ -74,6 +74,10 @@ struct GroupedGemmConfig {
   int stages = 1;
   /// Blocks per multiprocessor of the persistent grid; 0: as many as fit (occupancy).
   int blocks_per_sm = 0;
+  /// wgmma only: thread-block cluster size along M (1 or 2). With 2, the two blocks of a cluster
+  /// take consecutive m-tiles of the same expert and n-tile, and each loads half of the B tile
+  /// with a TMA multicast to both. Other variants: 1. str() shows it only when it is not 1.
+  int cluster_m = 1;
 
   std::string str() const;
   friend bool operator==(const GroupedGemmConfig&, const GroupedGemmConfig&) = default;

@@ -14,6 +14,7 @@
 
 #include "kernels/cuda_vectors.cuh"
 
+#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -275,6 +276,240 @@ __global__ void __launch_bounds__(resident_max_threads(NV, kWeightInRegs))
 }
 
 // ---------------------------------------------------------------------------------------------
+// Register-resident kernel, variants (tuning-space members; the defaults use the kernel above):
+// - PIPE == 2: software pipelining; each group keeps two rows in registers (buffers A and B, the
+//   loop unrolled by two so that no register move waits on a load in flight) and issues the loads
+//   of its next row before it reduces and stores the current one.
+// - CL == 2: a row is split over the two blocks of a cluster (vector j of the row belongs to the
+//   thread with cluster lane j % (2 * tpr)); each block's partial sum of squares is read by the
+//   other one from its shared memory after a cluster barrier.
+// - HINT: 0: x and the residual through ld.global.cs; 1: ld.global.nc.L1::no_allocate with an
+//   L2 evict_first policy (every element is read once, before it is written, by the thread that
+//   writes it, so the non-coherent path never sees a stale element even when y == x); 2: as 1,
+//   and the vector stores of y and of the residual through st.global.cs.
+// - NV up to 16 (a warp per row of 4096 bf16; the weight from L1).
+
+// Registers of row data per thread (packed T), which bounds the block size.
+constexpr int v2_data_regs(int nv, bool fused, bool weight_in_regs, int pipe) {
+  return 4 * nv * (fused ? 2 : 1) * pipe + (weight_in_regs ? 4 * nv : 0);
+}
+constexpr int v2_max_threads(int nv, bool fused, bool weight_in_regs, int pipe) {
+  return v2_data_regs(nv, fused, weight_in_regs, pipe) <= 24   ? 1024
+         : v2_data_regs(nv, fused, weight_in_regs, pipe) <= 72 ? 512
+                                                               : 256;
+}
+
+__device__ __forceinline__ uint64_t l2_evict_first_policy() {
+  uint64_t pol;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+  return pol;
+}
+
+template <typename T, int VEC, int HINT>
+__device__ __forceinline__ Raw<T, VEC> load_stream(const T* p, uint64_t pol) {
+  static_assert(sizeof(Raw<T, VEC>) == 16);
+  if constexpr (HINT == 0) {
+    return load_once<T, VEC>(p);
+  } else {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p), "l"(pol));
+    return v;
+  }
+}
+
+template <typename T, int VEC, int HINT>
+__device__ __forceinline__ void store_stream(T* p, const Raw<T, VEC>& v) {
+  if constexpr (HINT == 2) {
+    __stcs(reinterpret_cast<uint4*>(p), v);
+  } else {
+    store<T, VEC>(p, v);
+  }
+}
+
+template <typename T, int NV, bool kFused>
+struct RowRegs {
+  Raw<T, 16 / sizeof(T)> v[NV];
+  Raw<T, 16 / sizeof(T)> r[kFused ? NV : 1];
+  float vt;
+  float rt;
+};
+
+template <typename T, int NV, bool kFused, bool kWeightInRegs, int PIPE, int CL, int HINT>
+__global__ void __launch_bounds__(v2_max_threads(NV, kFused, kWeightInRegs, PIPE))
+    rms_norm_resident_v2_kernel(const RmsParams p) {
+  constexpr int VEC = 16 / static_cast<int>(sizeof(T));
+  using V = Raw<T, VEC>;
+  using Regs = RowRegs<T, NV, kFused>;
+  __shared__ float red[2][32];
+  __shared__ float cl_part[2][32];  // CL == 2: this block's partial sum per buffer and group
+  (void)cl_part;
+
+  const int tpr = p.tpr;  // threads per row in this block
+  const int group = static_cast<int>(threadIdx.x) / tpr;
+  const int lt_block = static_cast<int>(threadIdx.x) - group * tpr;
+  int rank = 0;
+  if constexpr (CL == 2) rank = static_cast<int>(cooperative_groups::this_cluster().block_rank());
+  const int lt = rank * tpr + lt_block;  // lane in the row (over the cluster)
+  const int stride = CL * tpr;           // vectors between a thread's consecutive vectors
+  const int first_warp = (group * tpr) >> 5;
+  const int nvec = p.cols / VEC;
+  const int tail_col = nvec * VEC + lt;
+  const bool has_tail = tail_col < p.cols;  // rank 0 and lt < cols % VEC (tpr >= 8 >= VEC)
+  const T* __restrict__ w = static_cast<const T*>(p.weight);
+  const uint64_t pol = HINT != 0 ? l2_evict_first_policy() : 0;
+
+  V wv[kWeightInRegs ? NV : 1];
+  float wt = 0.f;
+  if constexpr (kWeightInRegs) {
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+      const int j = lt + k * stride;
+      if (j < nvec) wv[k] = load_nc<T, VEC>(w + j * VEC);
+    }
+    if (has_tail) wt = scalar_nc(w + tail_col);
+  } else {
+    const char* wp = reinterpret_cast<const char*>(w + lt * VEC);
+    int step = stride * VEC * static_cast<int>(sizeof(T));
+    asm volatile("" : "+l"(wp), "+r"(step));
+    const int count = min(NV, (nvec - lt + stride - 1) / stride);
+    for (int k = 0; k < count; ++k, wp += step) prefetch_l1(wp);
+  }
+
+  // Issues the loads of `row` (nothing when row >= rows).
+  const auto issue = [&](Regs& b, int64_t row) {
+    if (row >= p.rows) return;
+    const T* xr = static_cast<const T*>(p.x) + row * p.x_stride;
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+      const int j = lt + k * stride;
+      if (j < nvec) b.v[k] = load_stream<T, VEC, HINT>(xr + j * VEC, pol);
+    }
+    b.vt = has_tail ? scalar_once(xr + tail_col) : 0.f;
+    if constexpr (kFused) {
+      const T* rr = static_cast<const T*>(p.residual) + row * p.residual_stride;
+#pragma unroll
+      for (int k = 0; k < NV; ++k) {
+        const int j = lt + k * stride;
+        if (j < nvec) b.r[k] = load_stream<T, VEC, HINT>(rr + j * VEC, pol);
+      }
+      b.rt = has_tail ? scalar_once(rr + tail_col) : 0.f;
+    }
+  };
+
+  // Adds the residual (fused), reduces and stores `row`; every thread of the block calls it.
+  const auto finish = [&](Regs& b, int64_t row, int buf) {
+    const bool active = row < p.rows;
+    const T* wrow = w;
+    asm volatile("" : "+l"(wrow));
+    float ss = 0.f;
+    if (active) {
+      if constexpr (kFused) {
+        T* rr = static_cast<T*>(p.residual) + row * p.residual_stride;
+#pragma unroll
+        for (int k = 0; k < NV; ++k) {
+          const int j = lt + k * stride;
+          if (j < nvec) {
+            float a[VEC];
+            float c[VEC];
+            unpack<T, VEC>(b.v[k], a);
+            unpack<T, VEC>(b.r[k], c);
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) a[e] += c[e];
+            b.v[k] = pack<T, VEC>(a);
+            store_stream<T, VEC, HINT>(rr + j * VEC, b.v[k]);
+          }
+        }
+        if (has_tail) {
+          const T r = round_to<T>(b.vt + b.rt);
+          rr[tail_col] = r;
+          b.vt = to_float(r);
+        }
+      }
+      float acc[NV];
+#pragma unroll
+      for (int k = 0; k < NV; ++k) {
+        acc[k] = 0.f;
+        const int j = lt + k * stride;
+        if (j < nvec) {
+          float f[VEC];
+          unpack<T, VEC>(b.v[k], f);
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) acc[k] = fmaf(f[e], f[e], acc[k]);
+        }
+      }
+      ss = has_tail ? b.vt * b.vt : 0.f;
+#pragma unroll
+      for (int k = 0; k < NV; ++k) ss += acc[k];
+    }
+    ss = group_sum(ss, tpr, first_warp, red[buf]);
+    if constexpr (CL == 2) {
+      // Written here, read by the other block after the barrier; written again two rows later,
+      // after the next barrier, which the other block passes only once it has read this one.
+      cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+      if (lt_block == 0) cl_part[buf][group] = ss;
+      cluster.sync();
+      ss += *cluster.map_shared_rank(&cl_part[buf][group], static_cast<unsigned>(rank ^ 1));
+    }
+    const float inv = rsqrtf(ss * p.inv_cols + p.eps);
+    if (active) {
+      T* yr = static_cast<T*>(p.y) + row * p.y_stride;
+#pragma unroll
+      for (int k = 0; k < NV; ++k) {
+        const int j = lt + k * stride;
+        if (j < nvec) {
+          float f[VEC];
+          float g[VEC];
+          unpack<T, VEC>(b.v[k], f);
+          if constexpr (kWeightInRegs) {
+            unpack<T, VEC>(wv[k], g);
+          } else {
+            unpack<T, VEC>(load_nc<T, VEC>(wrow + j * VEC), g);  // L1 hit (prefetched)
+          }
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) f[e] = f[e] * inv * g[e];
+          store_stream<T, VEC, HINT>(yr + j * VEC, pack<T, VEC>(f));
+        }
+      }
+      if (has_tail) {
+        const float wtail = kWeightInRegs ? wt : scalar_nc(wrow + tail_col);
+        yr[tail_col] = round_to<T>(b.vt * inv * wtail);
+      }
+    }
+  };
+
+  // Row groups: one per block, or per cluster (CL == 2: both blocks take the same rows).
+  const int64_t unit = static_cast<int64_t>(blockIdx.x) / CL;
+  const int64_t units = static_cast<int64_t>(gridDim.x) / CL;
+  const int64_t step_rows = units * p.rows_per_block;
+  int64_t base = unit * p.rows_per_block;
+  Regs a;
+  if constexpr (PIPE == 1) {
+    for (int buf = 0; base < p.rows; base += step_rows, buf ^= 1) {
+      issue(a, base + group);
+      finish(a, base + group, buf);
+    }
+  } else {
+    Regs b;
+    issue(a, base + group);
+    while (base < p.rows) {
+      int64_t next = base + step_rows;
+      issue(b, next + group);
+      finish(a, base + group, 0);
+      base = next;
+      if (base >= p.rows) break;
+      next = base + step_rows;
+      issue(a, next + group);
+      finish(b, base + group, 1);
+      base = next;
+    }
+  }
+  // No block of a cluster exits while the other may still read its shared memory.
+  if constexpr (CL == 2) cooperative_groups::this_cluster().sync();
+}
+
+// ---------------------------------------------------------------------------------------------
 // Streaming kernel: any row length; VEC == 1 is the scalar path (element-aligned pointers only).
 constexpr int kStreamingMaxThreads = 512;
 
@@ -423,34 +658,100 @@ KernelFn resident_kernel(int nv, bool weight_in_regs) {
   }
 }
 
+// The kernel a launch runs: nv == 0 streaming, else resident; the variant kernel when any of
+// its features is asked for.
+struct KernelKey {
+  int nv = 0;
+  bool weight_in_regs = false;
+  int pipe = 1;
+  int cluster = 1;
+  int hint = 0;
+  bool variant() const { return nv == 16 || pipe != 1 || cluster != 1 || hint != 0; }
+};
+
+KernelKey kernel_key(const RmsNormConfig& c) {
+  KernelKey k;
+  k.nv = c.vecs_per_thread;
+  k.weight_in_regs = c.weight_in_registers;
+  k.pipe = c.rows_in_flight;
+  k.cluster = c.cluster_size;
+  k.hint = c.cache_hint;
+  return k;
+}
+
+// The instantiated variants (nv, weight in registers, rows in flight, cluster size, cache hint);
+// the same for every dtype, plain and fused.
+#define TILEOPS_RMS_VARIANTS(X) \
+  X(4, true, 2, 1, 0)           \
+  X(4, true, 2, 1, 1)           \
+  X(4, true, 2, 1, 2)           \
+  X(4, true, 1, 1, 1)           \
+  X(4, true, 1, 1, 2)           \
+  X(4, false, 2, 1, 0)          \
+  X(8, false, 2, 1, 0)          \
+  X(8, false, 2, 1, 1)          \
+  X(8, false, 2, 1, 2)          \
+  X(8, false, 1, 1, 1)          \
+  X(8, false, 1, 1, 2)          \
+  X(16, false, 1, 1, 0)         \
+  X(16, false, 1, 1, 1)         \
+  X(16, false, 1, 1, 2)         \
+  X(4, true, 1, 2, 0)           \
+  X(4, true, 2, 2, 0)           \
+  X(8, false, 1, 2, 0)          \
+  X(8, false, 2, 2, 0)
+
+bool variant_exists(const KernelKey& k) {
+#define TILEOPS_RMS_MATCH(NV, W, P, C, H)                                                  \
+  if (k.nv == NV && k.weight_in_regs == W && k.pipe == P && k.cluster == C && k.hint == H) \
+    return true;
+  TILEOPS_RMS_VARIANTS(TILEOPS_RMS_MATCH)
+#undef TILEOPS_RMS_MATCH
+  return false;
+}
+
 template <typename T, bool kFused>
-KernelFn pick_kernel(bool vector_path, int nv, bool weight_in_regs) {
+KernelFn variant_kernel(const KernelKey& k) {
+#define TILEOPS_RMS_PICK(NV, W, P, C, H)                                                   \
+  if (k.nv == NV && k.weight_in_regs == W && k.pipe == P && k.cluster == C && k.hint == H) \
+    return rms_norm_resident_v2_kernel<T, NV, kFused, W, P, C, H>;
+  TILEOPS_RMS_VARIANTS(TILEOPS_RMS_PICK)
+#undef TILEOPS_RMS_PICK
+  return nullptr;
+}
+
+template <typename T, bool kFused>
+KernelFn pick_kernel(bool vector_path, const KernelKey& k) {
   if (!vector_path) return rms_norm_streaming_kernel<T, 1, kFused>;
-  if (nv == 0) return rms_norm_streaming_kernel<T, 16 / sizeof(T), kFused>;
-  return resident_kernel<T, kFused>(nv, weight_in_regs);
+  if (k.nv == 0) return rms_norm_streaming_kernel<T, 16 / sizeof(T), kFused>;
+  if (k.variant()) return variant_kernel<T, kFused>(k);
+  return resident_kernel<T, kFused>(k.nv, k.weight_in_regs);
 }
 
 template <typename T>
-KernelFn pick_kernel(bool fused, bool vector_path, int nv, bool weight_in_regs) {
-  return fused ? pick_kernel<T, true>(vector_path, nv, weight_in_regs)
-               : pick_kernel<T, false>(vector_path, nv, weight_in_regs);
+KernelFn pick_kernel(bool fused, bool vector_path, const KernelKey& k) {
+  return fused ? pick_kernel<T, true>(vector_path, k) : pick_kernel<T, false>(vector_path, k);
 }
 
-KernelFn pick_kernel(DType dtype, bool fused, bool vector_path, int nv, bool weight_in_regs) {
+KernelFn pick_kernel(DType dtype, bool fused, bool vector_path, const KernelKey& k) {
   switch (dtype) {
     case DType::float32:
-      return pick_kernel<float>(fused, vector_path, nv, weight_in_regs);
+      return pick_kernel<float>(fused, vector_path, k);
     case DType::float16:
-      return pick_kernel<__half>(fused, vector_path, nv, weight_in_regs);
+      return pick_kernel<__half>(fused, vector_path, k);
     case DType::bfloat16:
-      return pick_kernel<__nv_bfloat16>(fused, vector_path, nv, weight_in_regs);
+      return pick_kernel<__nv_bfloat16>(fused, vector_path, k);
     default:
       return nullptr;
   }
 }
 
-int kernel_max_threads(int nv, bool weight_in_regs) {
-  return nv == 0 ? kStreamingMaxThreads : resident_max_threads(nv, weight_in_regs);
+// The block size bound of a kernel; for the variants, that of the fused instantiation (the
+// tuning space serves plain and fused launches alike).
+int kernel_max_threads(const KernelKey& k) {
+  if (k.nv == 0) return kStreamingMaxThreads;
+  if (k.variant()) return v2_max_threads(k.nv, true, k.weight_in_regs, k.pipe);
+  return resident_max_threads(k.nv, k.weight_in_regs);
 }
 
 [[noreturn]] void throw_cuda(cudaError_t err, const char* what) {
@@ -531,19 +832,34 @@ std::string check_config(const RmsNormConfig& c, DType dtype, int64_t cols) {
     return "threads / rows_per_block must be 8, 16 or a multiple of 32";
   if (c.vec_bytes != 16 && c.vec_bytes != es) return "vec_bytes must be 16 or the element size";
   const int nv = c.vecs_per_thread;
-  if (!(nv == 0 || nv == 1 || nv == 2 || nv == 4 || nv == 8))
-    return "vecs_per_thread must be 0, 1, 2, 4 or 8";
-  if (c.vec_bytes != 16 && (nv != 0 || c.weight_in_registers))
+  if (!(nv == 0 || nv == 1 || nv == 2 || nv == 4 || nv == 8 || nv == 16))
+    return "vecs_per_thread must be 0, 1, 2, 4, 8 or 16";
+  if (c.grid != RmsGrid::persistent && c.grid != RmsGrid::balanced && c.grid != RmsGrid::all)
+    return "grid must be persistent, balanced or all";
+  if (c.rows_in_flight != 1 && c.rows_in_flight != 2) return "rows_in_flight must be 1 or 2";
+  if (c.cluster_size != 1 && c.cluster_size != 2) return "cluster_size must be 1 or 2";
+  if (c.cache_hint < 0 || c.cache_hint > 2) return "cache_hint must be 0, 1 or 2";
+  const KernelKey key = kernel_key(c);
+  if (c.vec_bytes != 16 && (nv != 0 || c.weight_in_registers || key.variant()))
     return "the scalar path (vec_bytes == element size) is streaming only (vecs_per_thread 0)";
-  if (c.weight_in_registers && (nv == 0 || nv == 8))
+  if (nv == 0 && key.variant())
+    return "rows_in_flight, cluster_size and cache_hint need a register-resident kernel";
+  if (key.variant() && !variant_exists(key))
+    return "no kernel variant for vecs_per_thread=" + std::to_string(nv) +
+           ",weight_in_registers=" + (c.weight_in_registers ? "true" : "false") +
+           ",rows_in_flight=" + std::to_string(c.rows_in_flight) +
+           ",cluster_size=" + std::to_string(c.cluster_size) +
+           ",cache_hint=" + std::to_string(c.cache_hint);
+  if (!key.variant() && c.weight_in_registers && (nv == 0 || nv == 8))
     return "weight_in_registers needs vecs_per_thread 1, 2 or 4";
-  if (c.threads > kernel_max_threads(nv, c.weight_in_registers))
-    return "at most " + std::to_string(kernel_max_threads(nv, c.weight_in_registers)) +
-           " threads with this kernel";
+  if (c.cluster_size > 1 && tpr % 32 != 0)
+    return "a row split over a cluster needs threads / rows_per_block a multiple of 32";
+  if (c.threads > kernel_max_threads(key))
+    return "at most " + std::to_string(kernel_max_threads(key)) + " threads with this kernel";
   if (c.blocks_per_sm < 0) return "blocks_per_sm must be >= 0";
-  if (nv > 0 && cols / (16 / es) > static_cast<int64_t>(tpr) * nv)
-    return "the row does not fit " + std::to_string(tpr) + " threads x " + std::to_string(nv) +
-           " vectors";
+  if (nv > 0 && cols / (16 / es) > static_cast<int64_t>(tpr) * nv * c.cluster_size)
+    return "the row does not fit " + std::to_string(c.cluster_size) + " x " + std::to_string(tpr) +
+           " threads x " + std::to_string(nv) + " vectors";
   return {};
 }
 
@@ -564,13 +880,25 @@ bool aligned_to(const void* p, int64_t align) {
 
 }  // namespace
 
+// The fields added after the first tuning runs are printed only when they differ from their
+// defaults, so that the names of the earlier configurations (and of the defaults) stay as they
+// were.
 std::string RmsNormConfig::str() const {
+  std::string extra;
+  if (grid != RmsGrid::persistent)
+    extra +=
+        ",grid=" + std::string(grid == RmsGrid::balanced ? "balanced"
+                               : grid == RmsGrid::all    ? "all"
+                                                         : std::to_string(static_cast<int>(grid)));
+  if (rows_in_flight != 1) extra += ",rows_in_flight=" + std::to_string(rows_in_flight);
+  if (cluster_size != 1) extra += ",cluster_size=" + std::to_string(cluster_size);
+  if (cache_hint != 0) extra += ",cache_hint=" + std::to_string(cache_hint);
   return "threads=" + std::to_string(threads) +
          ",rows_per_block=" + std::to_string(rows_per_block) +
          ",vec_bytes=" + std::to_string(vec_bytes) +
          ",vecs_per_thread=" + std::to_string(vecs_per_thread) +
          ",weight_in_registers=" + (weight_in_registers ? "true" : "false") +
-         ",blocks_per_sm=" + std::to_string(blocks_per_sm);
+         ",blocks_per_sm=" + std::to_string(blocks_per_sm) + extra;
 }
 
 RmsNormConfig rms_norm_default_config(int64_t rows, int64_t cols, DType dtype, int device) {
@@ -650,6 +978,42 @@ std::vector<RmsNormConfig> rms_norm_tuning_space(int64_t rows, int64_t cols, DTy
     }
   }
   for (const int threads : {128, 256, 512}) add(make_config(threads, 1, 0, false));
+  if (nvec > 128) {
+    // The variants: the default with the other grids; each variant kernel with the fewest threads
+    // per row that hold the row (blocks of at least 128 threads), pipelined ones also on the
+    // balanced grid, unhinted single-row ones also with a block per row group.
+    const RmsNormConfig def = out.front();
+    for (const RmsGrid g : {RmsGrid::balanced, RmsGrid::all}) {
+      RmsNormConfig c = def;
+      c.grid = g;
+      add(c);
+    }
+    static const KernelKey variants[] = {
+#define TILEOPS_RMS_KEY(NV, W, P, C, H) KernelKey{NV, W, P, C, H},
+        TILEOPS_RMS_VARIANTS(TILEOPS_RMS_KEY)
+#undef TILEOPS_RMS_KEY
+    };
+    for (const KernelKey& k : variants) {
+      const int tpr = resident_tpr(ceil_div(nvec, k.cluster), k.nv, kernel_max_threads(k));
+      if (tpr == 0) continue;
+      const int base_rpb = tpr < 128 && 128 % tpr == 0 ? 128 / tpr : 1;
+      for (const int rpb : {base_rpb, 2 * base_rpb}) {
+        if (rpb != base_rpb && !(k.nv == 16 && tpr == 32)) continue;  // warp rows: 4 and 8 a block
+        RmsNormConfig c = make_config(tpr * rpb, rpb, k.nv, k.weight_in_regs);
+        c.rows_in_flight = k.pipe;
+        c.cluster_size = k.cluster;
+        c.cache_hint = k.hint;
+        add(c);
+        if (k.pipe == 2) {
+          c.grid = RmsGrid::balanced;
+          add(c);
+        } else if (k.hint == 0) {
+          c.grid = RmsGrid::all;
+          add(c);
+        }
+      }
+    }
+  }
   return out;
 }
 
@@ -686,16 +1050,15 @@ void launch_rms_norm(const RmsNormArgs& a, const RmsNormConfig& config, void* st
                            (!fused || aligned_to(a.residual, 16));
   int tpr = config.threads / config.rows_per_block;
   int rows_per_block = config.rows_per_block;
-  int nv = config.vecs_per_thread;
-  bool weight_in_regs = config.weight_in_registers;
+  KernelKey key = kernel_key(config);
   if (!vector_path) {
-    nv = 0;
-    weight_in_regs = false;
+    key = KernelKey{};  // scalar streaming, one block per row group
     tpr = std::min(tpr, kStreamingMaxThreads);
     rows_per_block = std::max(1, std::min(rows_per_block, kStreamingMaxThreads / tpr));
   }
   const int threads = tpr * rows_per_block;
-  const KernelFn fn = pick_kernel(dtype, fused, vector_path, nv, weight_in_regs);
+  const int cluster = key.cluster;
+  const KernelFn fn = pick_kernel(dtype, fused, vector_path, key);
   if (fn == nullptr) throw SignatureError("rms_norm (CUDA): no kernel for {" + config.str() + "}");
 
   int device = 0;
@@ -704,8 +1067,16 @@ void launch_rms_norm(const RmsNormArgs& a, const RmsNormConfig& config, void* st
   const int sms = sm_count(device);
   int per_sm = config.blocks_per_sm;
   if (per_sm == 0) per_sm = std::max(1, max_blocks_per_sm(fn, threads, device));
+  // Row groups go to blocks, or to clusters of `cluster` blocks that share them.
   const int64_t groups = ceil_div(a.rows, rows_per_block);
-  const int grid = static_cast<int>(std::min<int64_t>(groups, static_cast<int64_t>(sms) * per_sm));
+  const int64_t slots = std::max<int64_t>(1, static_cast<int64_t>(sms) * per_sm / cluster);
+  int64_t units = std::min(groups, slots);
+  if (config.grid == RmsGrid::balanced) {
+    units = ceil_div(groups, ceil_div(groups, slots));
+  } else if (config.grid == RmsGrid::all) {
+    units = std::min<int64_t>(groups, INT_MAX / 2);
+  }
+  const int grid = static_cast<int>(units * cluster);
 
   RmsParams p;
   p.x = a.x;
@@ -721,9 +1092,28 @@ void launch_rms_norm(const RmsNormArgs& a, const RmsNormConfig& config, void* st
   p.rows_per_block = rows_per_block;
   p.eps = a.eps;
   p.inv_cols = static_cast<float>(1.0 / static_cast<double>(a.cols));
-  fn<<<grid, threads, 0, static_cast<cudaStream_t>(stream)>>>(p);
-  if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess)
-    throw_cuda(err, "kernel launch");
+  if (cluster == 1) {
+    fn<<<grid, threads, 0, static_cast<cudaStream_t>(stream)>>>(p);
+    if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess)
+      throw_cuda(err, "kernel launch");
+  } else {
+    cudaLaunchConfig_t lc = {};
+    lc.gridDim = dim3(static_cast<unsigned>(grid));
+    lc.blockDim = dim3(static_cast<unsigned>(threads));
+    lc.dynamicSmemBytes = 0;
+    lc.stream = static_cast<cudaStream_t>(stream);
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = static_cast<unsigned>(cluster);
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    lc.attrs = attr;
+    lc.numAttrs = 1;
+    if (const cudaError_t err = cudaLaunchKernelEx(&lc, fn, p); err != cudaSuccess)
+      throw_cuda(err, "kernel launch (cluster)");
+    if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess)
+      throw_cuda(err, "kernel launch (cluster)");
+  }
 }
 
 }  // namespace tileops::cuda_kernels

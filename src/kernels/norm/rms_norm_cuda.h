@@ -17,6 +17,17 @@
 
 namespace tileops::cuda_kernels {
 
+/// How the grid of a launch is sized (every kernel loops over row groups with a grid stride).
+enum class RmsGrid : int {
+  /// multiprocessors x blocks_per_sm blocks, at most one per row group (the default).
+  persistent = 0,
+  /// The persistent grid shrunk to ceil(groups / ceil(groups / persistent)) blocks, so that every
+  /// block loops over the same number of row groups (a last wave of whole loops).
+  balanced = 1,
+  /// One block per row group: the hardware schedules the blocks as others finish.
+  all = 2,
+};
+
 /// How one launch of the RMSNorm kernels is shaped. Every field is checked by launch_rms_norm;
 /// a configuration that cannot serve a shape raises SignatureError.
 struct RmsNormConfig {
@@ -28,8 +39,8 @@ struct RmsNormConfig {
   /// 16: 16-byte vector accesses (falls back to the scalar path by itself when a pointer or a row
   /// stride is not 16-byte aligned); element_size(dtype): scalar accesses always.
   int vec_bytes = 16;
-  /// Register-resident rows: each thread keeps vecs_per_thread vectors (1, 2, 4 or 8) of its row
-  /// in registers, so a row of up to threads_per_row * vecs_per_thread vectors (plus the scalar
+  /// Register-resident rows: each thread keeps vecs_per_thread vectors (1, 2, 4, 8 or 16) of its
+  /// row in registers, so a row of up to threads_per_row * vecs_per_thread vectors (plus the scalar
   /// tail) is read once. 0: streaming two-pass kernel (sum of squares, then a re-read of the row,
   /// which then comes from L2); any row length. Only for vec_bytes == 16.
   int vecs_per_thread = 0;
@@ -40,6 +51,19 @@ struct RmsNormConfig {
   /// Blocks per multiprocessor in the (persistent, grid-stride) grid; 0: as many as fit
   /// (occupancy). The grid never exceeds the number of row groups.
   int blocks_per_sm = 0;
+  /// How the grid is sized from blocks_per_sm (see RmsGrid).
+  RmsGrid grid = RmsGrid::persistent;
+  /// Register-resident only: 1, or 2 (software pipelining: a group issues the loads of its next row
+  /// into a second register buffer before it reduces and stores the current one).
+  int rows_in_flight = 1;
+  /// Register-resident only: 1, or 2 (each row is split over the 2 blocks of a thread-block
+  /// cluster; the partial sums of squares are exchanged through distributed shared memory).
+  /// threads and threads_per_row count the threads of one block; blocks_per_sm still counts blocks.
+  int cluster_size = 1;
+  /// Register-resident only: 0: x and the residual read with ld.global.cs, plain stores;
+  /// 1: x and the residual read with ld.global.nc.L1::no_allocate and an L2 evict_first policy;
+  /// 2: as 1, and y and the residual stored with st.global.cs (evict-first).
+  int cache_hint = 0;
 
   int threads_per_row() const { return rows_per_block > 0 ? threads / rows_per_block : 0; }
   std::string str() const;

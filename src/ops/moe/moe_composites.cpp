@@ -20,11 +20,12 @@ std::vector<DelegateType> MoEExpertMLPFwdOp::delegate_types() {
   return {{"gate_up", "MoEGroupedGemmFwdOp"}, {"down", "MoEGroupedGemmFwdOp"}};
 }
 
-std::string MoEExpertMLPFwdOp::roof_key() const { return "tensor_core.bf16"; }
+std::string MoEExpertMLPFwdOp::roof_key() const {
+  return "tensor_core.bf16";
+}
 
-void MoEExpertMLPFwdOp::forward(const SignatureCall&, const Tensor& x,
-                                const Tensor& expert_offsets, const Tensor& w13, const Tensor& w2,
-                                const Tensor& y) {
+void MoEExpertMLPFwdOp::forward(const SignatureCall&, const Tensor& x, const Tensor& expert_offsets,
+                                const Tensor& w13, const Tensor& w2, const Tensor& y) {
   const Tensor h = (*gate_up_)(x, expert_offsets, w13);
   (*down_)(h, expert_offsets, w2, y);
 }
@@ -44,7 +45,9 @@ std::vector<DelegateType> FusedMoEExpertsFwdOp::delegate_types() {
           {"post_permute", "MoEPostPermuteFwdOp"}};
 }
 
-std::string FusedMoEExpertsFwdOp::roof_key() const { return "tensor_core.bf16"; }
+std::string FusedMoEExpertsFwdOp::roof_key() const {
+  return "tensor_core.bf16";
+}
 
 void FusedMoEExpertsFwdOp::forward(const SignatureCall&, const Tensor& x,
                                    const Tensor& topk_weights, const Tensor& topk_ids,
@@ -52,8 +55,8 @@ void FusedMoEExpertsFwdOp::forward(const SignatureCall&, const Tensor& x,
                                    const Tensor& y) {
   // The expert count is known only now: one pre-permute sub-op per count (identity "E=<n>").
   const std::int64_t experts = w13.size(0);
-  auto& pre_permute = delegate_for<MoEPrePermuteFwdOp>(
-      "pre_permute", fmt::format("E={}", experts), nullptr, {.num_experts = experts});
+  auto& pre_permute = delegate_for<MoEPrePermuteFwdOp>("pre_permute", fmt::format("E={}", experts),
+                                                       nullptr, {.num_experts = experts});
   const auto [permuted, offsets, inverse] = pre_permute(x, topk_ids, expert_map);
   const Tensor h = (*mlp_)(permuted, offsets, w13, w2);
   (*post_permute_)(h, topk_weights, inverse, y);
@@ -102,12 +105,11 @@ FusedMoEFwdOp::FusedMoEFwdOp(Params params, Target target,
       prepare_finalize_(prepare_finalize ? std::move(prepare_finalize)
                                          : std::make_shared<SingleDevicePrepareFinalize>()) {
   const Params& p = this->params();
-  routing_ = &delegate_for<MoETopKRoutingFwdOp>(
-      "routing", std::nullopt, nullptr,
-      {.top_k = p.top_k,
-       .scoring = p.scoring,
-       .renormalize = p.renormalize,
-       .routed_scaling_factor = p.routed_scaling_factor});
+  routing_ = &delegate_for<MoETopKRoutingFwdOp>("routing", std::nullopt, nullptr,
+                                                {.top_k = p.top_k,
+                                                 .scoring = p.scoring,
+                                                 .renormalize = p.renormalize,
+                                                 .routed_scaling_factor = p.routed_scaling_factor});
   experts_ = &delegate_for<FusedMoEExpertsFwdOp>("experts", std::nullopt, std::move(experts),
                                                  {.activation = *p.activation});
 }
@@ -120,7 +122,9 @@ std::vector<std::string> FusedMoEFwdOp::injected_parameters() {
   return {"prepare_finalize", "experts"};
 }
 
-std::string FusedMoEFwdOp::roof_key() const { return "tensor_core.bf16"; }
+std::string FusedMoEFwdOp::roof_key() const {
+  return "tensor_core.bf16";
+}
 
 void FusedMoEFwdOp::forward(const SignatureCall&, const Tensor& x, const Tensor& router_logits,
                             const Tensor& w13, const Tensor& w2, const Tensor& correction_bias,

@@ -131,10 +131,9 @@ std::vector<ImplementationInfo> MoEPrePermuteFwdOp::kernel_types() {
   return table;
 }
 
-void MoEPrePermuteFwdOp::forward(const SignatureCall& call, const Tensor& x,
-                                 const Tensor& topk_ids, const Tensor& expert_map,
-                                 const Tensor& permuted_x, const Tensor& expert_offsets,
-                                 const Tensor& inverse) {
+void MoEPrePermuteFwdOp::forward(const SignatureCall& call, const Tensor& x, const Tensor& topk_ids,
+                                 const Tensor& expert_map, const Tensor& permuted_x,
+                                 const Tensor& expert_offsets, const Tensor& inverse) {
   MoePermuteCall spec;
   spec.device = call.device;
   spec.tokens = x.size(0);
@@ -164,7 +163,9 @@ std::vector<ImplementationInfo> MoEGroupedGemmFwdOp::kernel_types() {
 }
 
 // fp16 and bf16 share the tensor-core peak.
-std::string MoEGroupedGemmFwdOp::roof_key() const { return "tensor_core.bf16"; }
+std::string MoEGroupedGemmFwdOp::roof_key() const {
+  return "tensor_core.bf16";
+}
 
 void MoEGroupedGemmFwdOp::forward(const SignatureCall& call, const Tensor& a,
                                   const Tensor& expert_offsets, const Tensor& b, const Tensor& c) {

@@ -16,7 +16,9 @@ namespace {
 
 using Values = std::vector<double>;
 
-Values values_of(const Tensor& t) { return t.defined() ? t.to(Device::cpu()).to_vector() : Values{}; }
+Values values_of(const Tensor& t) {
+  return t.defined() ? t.to(Device::cpu()).to_vector() : Values{};
+}
 
 /// A float32 CPU tensor of `sizes` holding `v` (each value rounded once to float32).
 Tensor tensor_of(const Values& v, Sizes sizes) {
@@ -32,10 +34,12 @@ Values round_to(const Values& v, DType dtype) {
   return tensor_of(v, {n}).to(dtype).to_vector();
 }
 
-std::string text_param(const ParamMap& p, const char* name) { return std::get<std::string>(p.at(name)); }
+std::string text_param(const ParamMap& p, const char* name) {
+  return std::get<std::string>(p.at(name));
+}
 
 struct Routing {
-  Values weights;             // [M, K]
+  Values weights;                 // [M, K]
   std::vector<std::int64_t> ids;  // [M, K]
 };
 
@@ -100,7 +104,9 @@ Permuted permute(const std::vector<std::int64_t>& ids, const Values& map, std::i
   return p;
 }
 
-double silu(double g) { return g / (1.0 + std::exp(-g)); }
+double silu(double g) {
+  return g / (1.0 + std::exp(-g));
+}
 double gelu_tanh(double g) {
   return 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g)));
 }
@@ -129,14 +135,17 @@ Values grouped_gemm(const Values& a, const std::vector<std::int64_t>& offsets, c
   return c;
 }
 
-std::vector<std::int64_t> as_ints(const Values& v) { return {v.begin(), v.end()}; }
+std::vector<std::int64_t> as_ints(const Values& v) {
+  return {v.begin(), v.end()};
+}
 
 /// y [rows, H] of the expert MLP, h and y rounded to `dtype` as the sub-ops hand them over.
 Values expert_mlp(const Values& x, const std::vector<std::int64_t>& offsets, const Tensor& w13,
                   const Tensor& w2, std::int64_t rows, const std::string& act, DType dtype) {
   const std::int64_t hidden = w2.size(1);
   const std::int64_t f = w2.size(2);
-  const Values h = round_to(grouped_gemm(x, offsets, values_of(w13), rows, 2 * f, hidden, act), dtype);
+  const Values h =
+      round_to(grouped_gemm(x, offsets, values_of(w13), rows, 2 * f, hidden, act), dtype);
   return round_to(grouped_gemm(h, offsets, values_of(w2), rows, hidden, f, "none"), dtype);
 }
 
@@ -168,7 +177,8 @@ Values fused_experts(const Tensor& x, const Values& weights, const std::vector<s
   const auto rows = tokens * top_k;
   Values xp(static_cast<std::size_t>(rows * hidden), 0.0);
   for (std::size_t i = 0; i < p.source.size(); ++i) {
-    std::copy_n(xv.begin() + p.source[i] * hidden, hidden, xp.begin() + static_cast<std::int64_t>(i) * hidden);
+    std::copy_n(xv.begin() + p.source[i] * hidden, hidden,
+                xp.begin() + static_cast<std::int64_t>(i) * hidden);
   }
   const Values h = expert_mlp(xp, p.offsets, w13, w2, rows, act, x.dtype());
   return post_permute(h, weights, p.inverse, tokens, top_k, hidden, 1.0);
@@ -178,9 +188,10 @@ std::vector<Tensor> routing_reference(std::span<const Tensor> in, const ParamMap
   const std::int64_t tokens = in[0].size(0);
   const std::int64_t experts = in[0].size(1);
   const std::int64_t top_k = std::get<std::int64_t>(p.at("top_k"));
-  const Routing r = route(values_of(in[0]), values_of(in[1]), tokens, experts, top_k,
-                          text_param(p, "scoring") == "sigmoid", std::get<bool>(p.at("renormalize")),
-                          std::get<double>(p.at("routed_scaling_factor")));
+  const Routing r =
+      route(values_of(in[0]), values_of(in[1]), tokens, experts, top_k,
+            text_param(p, "scoring") == "sigmoid", std::get<bool>(p.at("renormalize")),
+            std::get<double>(p.at("routed_scaling_factor")));
   return {tensor_of(r.weights, {tokens, top_k}),
           tensor_of(Values(r.ids.begin(), r.ids.end()), {tokens, top_k})};
 }
@@ -194,7 +205,8 @@ std::vector<Tensor> pre_permute_reference(std::span<const Tensor> in, const Para
   const Values xv = values_of(in[0]);
   Values xp(static_cast<std::size_t>(tokens * top_k * hidden), 0.0);
   for (std::size_t i = 0; i < perm.source.size(); ++i) {
-    std::copy_n(xv.begin() + perm.source[i] * hidden, hidden, xp.begin() + static_cast<std::int64_t>(i) * hidden);
+    std::copy_n(xv.begin() + perm.source[i] * hidden, hidden,
+                xp.begin() + static_cast<std::int64_t>(i) * hidden);
   }
   return {tensor_of(xp, {tokens * top_k, hidden}),
           tensor_of(Values(perm.offsets.begin(), perm.offsets.end()), {experts + 1}),
@@ -206,8 +218,8 @@ std::vector<Tensor> grouped_gemm_reference(std::span<const Tensor> in, const Par
   const std::int64_t k = in[0].size(1);
   const std::int64_t n = in[2].size(1);
   const std::string act = text_param(p, "activation");
-  const Values c = grouped_gemm(values_of(in[0]), as_ints(values_of(in[1])), values_of(in[2]), rows,
-                                n, k, act);
+  const Values c =
+      grouped_gemm(values_of(in[0]), as_ints(values_of(in[1])), values_of(in[2]), rows, n, k, act);
   return {tensor_of(c, {rows, act == "none" ? n : n / 2})};
 }
 
@@ -238,9 +250,10 @@ std::vector<Tensor> fused_moe_reference(std::span<const Tensor> in, const ParamM
   const std::int64_t tokens = in[0].size(0);
   const std::int64_t experts = in[1].size(1);
   const std::int64_t top_k = std::get<std::int64_t>(p.at("top_k"));
-  const Routing r = route(values_of(in[1]), values_of(in[4]), tokens, experts, top_k,
-                          text_param(p, "scoring") == "sigmoid", std::get<bool>(p.at("renormalize")),
-                          std::get<double>(p.at("routed_scaling_factor")));
+  const Routing r =
+      route(values_of(in[1]), values_of(in[4]), tokens, experts, top_k,
+            text_param(p, "scoring") == "sigmoid", std::get<bool>(p.at("renormalize")),
+            std::get<double>(p.at("routed_scaling_factor")));
   // The routing weights reach the experts as float32.
   const Values weights = round_to(r.weights, DType::float32);
   const auto& act = p.at("activation");

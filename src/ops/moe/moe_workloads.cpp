@@ -50,13 +50,15 @@ Tensor distinct_ids(std::int64_t tokens, std::int64_t top_k, std::int64_t expert
 Tensor uniform_offsets(std::int64_t rows, std::int64_t experts, Device device) {
   Tensor off = Tensor::empty({experts + 1}, DType::int32);
   for (std::int64_t e = 0; e <= experts; ++e) {
-    off.data<std::int32_t>()[e] = static_cast<std::int32_t>(e * rows / std::max<std::int64_t>(1, experts));
+    off.data<std::int32_t>()[e] =
+        static_cast<std::int32_t>(e * rows / std::max<std::int64_t>(1, experts));
   }
   return off.to(device);
 }
 
 /// Routing weights [tokens, top_k] in [0, 1).
-Tensor routing_weights(const InstantiatedCase& c, std::size_t i, std::uint64_t seed, Device device) {
+Tensor routing_weights(const InstantiatedCase& c, std::size_t i, std::uint64_t seed,
+                       Device device) {
   return Tensor::rand(spec(c, i).shape, DType::float32, seed + i, device, 0.0, 1.0);
 }
 
