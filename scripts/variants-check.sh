@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Kernel-variant check for an H200: builds with CUDA, runs the GPU tests of the RMSNorm and grouped
+# GEMM kernels (every configuration of their tuning spaces), then times every RMSNorm
+# configuration on the bf16 [2048, 4096] / [2048, 16384] shapes (plain and fused, with copies of
+# the same bytes) and the grouped GEMM configurations on the two large MoE shapes. Prints the
+# fastest configurations per shape last. Logs in $OUT (default build-gpu/variants-check).
+set -uo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+build="${TILEOPS_BUILD_DIR:-build-gpu}"
+logs="${OUT:-$build/variants-check}"
+mkdir -p "$logs"
+export PATH="$PATH:/usr/local/cuda/bin"
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTILEOPS_CUDA=ON \
+  -DCMAKE_CUDA_ARCHITECTURES=90a -DTILEOPS_BUILD_TESTS=ON -DTILEOPS_BUILD_BENCH=ON \
+  -DTILEOPS_WERROR=OFF > "$logs/build.log" 2>&1
+cmake --build "$build" -j "$(nproc)" --target tileops_gpu_tests bench_cuda_kernels \
+  bench_moe_kernels >> "$logs/build.log" 2>&1 || { tail -30 "$logs/build.log"; exit 1; }
+timeout 200 "$build/tests/tileops_gpu_tests" --gtest_filter='RmsNormKernels.*:MoeGroupedGemm.*' \
+  > "$logs/tests.log" 2>&1
+echo "tests rc=$?"
+grep -E "^\[  (PASSED|FAILED) |Failure|OK \]" "$logs/tests.log" | head -30
+TILEOPS_BENCH_TUNE=1 TILEOPS_BENCH_REPS=31 timeout 150 "$build/bench/bench_cuda_kernels" \
+  --benchmark_filter='rms_norm/bf16/2048x(4096|16384)|^copy/(33554432|67108864|134217728|268435456)$' \
+  > "$logs/rms.log" 2>&1
+echo "rms bench rc=$?"
+timeout 150 "$build/bench/bench_moe_kernels" --benchmark_filter='grouped_gemm/bf16/e(256|128)_r1024' \
+  > "$logs/gemm.log" 2>&1
+echo "gemm bench rc=$?"
+echo "== fastest RMSNorm configurations (median) per shape"
+grep -E "_median " "$logs/rms.log" | awk '{print $1, $2, $3}' | sed 's/\/iterations.*_median//' |
+  awk '{split($1, p, "/"); key = p[1] "/" p[2] "/" p[3]; print key, $2, $3, $1}' | sort -k1,1 -k2,2g |
+  awk '{if (n[$1]++ < 4) print}'
+grep -E "^copy.*_median " "$logs/rms.log" | awk '{print $1, $2, $3}'
+echo "== grouped GEMM (median)"
+grep -E "_median " "$logs/gemm.log" | sed -E 's/\/iterations:[^ ]*//' | awk '{print $1, $2, $3, $NF}' |
+  grep -o "^[^ ]* [^ ]* [^ ]*\|TFLOPs=[0-9.]*" | paste - -
