@@ -386,6 +386,8 @@ void register_all(bool tune) {
       {DType::bfloat16, 1, 4096, false},     {DType::bfloat16, 16384, 8192, false},
       {DType::float16, 16384, 8192, false},  {DType::float32, 16384, 8192, false},
       {DType::bfloat16, 2048, 16384, true},  {DType::bfloat16, 2048, 4096, true},
+      {DType::float32, 2048, 4096, false},   {DType::float16, 2048, 4096, true},
+      {DType::bfloat16, 64, 8192, false},
   };
   for (const RmsCase& c : rms_cases) {
     finish(benchmark::RegisterBenchmark(rms_name(c).c_str(), bench_rms, c,

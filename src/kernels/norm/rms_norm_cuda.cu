@@ -915,33 +915,32 @@ RmsNormConfig rms_norm_default_config(int64_t rows, int64_t cols, DType dtype, i
     const int threads = static_cast<int>(std::min<int64_t>(256, round_up(rows * tpr, 32)));
     return make_config(threads, threads / tpr, nv, true);
   }
+  if (nvec <= 1024) {
+    // Rows of up to 1024 vectors (bf16 8192, fp32 4096): 4 vectors a thread, the weight slice in
+    // registers, loaded with the first row; for rows of up to 512 vectors also two rows in flight
+    // per thread group (the next row's loads issued before this row's reduction and stores).
+    // Measured on the H200 (2026-11-29, kernel bench, memset flush, medians of 31):
+    //   bf16 [2048, 4096]  15.5 -> 13.2 us (two rows in flight), fused 23.6 -> 22.0 us;
+    //   fp32 [2048, 4096]  25.4 -> 22.2 us (256 threads x 4 vectors instead of 128 x 8);
+    //   bf16 [1, 4096]      4.77 -> 4.54 us and [64, 8192] 5.79 -> 5.38 us (instead of the
+    //   many-thread decode shape below).
+    const int tpr = resident_tpr(nvec, 4, 512);
+    const int rpb = tpr < 128 && 128 % tpr == 0 ? 128 / tpr : 1;
+    RmsNormConfig c = make_config(tpr * rpb, rpb, 4, true);
+    if (nvec > 512) return c;
+    RmsNormConfig pipelined = c;
+    pipelined.rows_in_flight = 2;
+    return check_config(pipelined, dtype, cols).empty() ? pipelined : c;
+  }
   const int sms = sm_count(device);
   if (rows < sms) {
-    // Latency-bound (decode): many threads with few vectors each; the weight is loaded together
-    // with x, so that its latency overlaps x's.
+    // Latency-bound (decode) long rows: many threads with few vectors each; the weight is loaded
+    // together with x, so that its latency overlaps x's.
     for (const int nv : {1, 2, 4}) {
       if (const int tpr = resident_tpr(nvec, nv, 512); tpr > 0)
         return make_config(tpr, 1, nv, true);
     }
   }
-  if (nvec <= 512) {
-    // Rows of up to 512 vectors (bf16 <= 4096): 4 vectors a thread (128 threads for 512), the
-    // weight slice in registers, loaded with the first row. Measured on the H200 (2026-11-29,
-    // bf16 [2048, 4096], cold clean L2): 18.9 us against 27.1 us for 8 vectors x 64 threads x 2
-    // rows, whose per-row load -> reduce -> store chain ran in 1.3 waves.
-    // Two rows in flight per thread group (the next row's loads issued before this row's
-    // reduction and stores): bf16 [2048, 4096] 15.5 -> 13.2 us, fused 23.6 -> 22.0 us (H200,
-    // 2026-11-29, kernel bench, memset flush); kept only where check_config admits it.
-    const int tpr = resident_tpr(nvec, 4, 512);
-    const int rpb = tpr < 128 && 128 % tpr == 0 ? 128 / tpr : 1;
-    RmsNormConfig c = make_config(tpr * rpb, rpb, 4, true);
-    RmsNormConfig pipelined = c;
-    pipelined.rows_in_flight = 2;
-    return check_config(pipelined, dtype, cols).empty() ? pipelined : c;
-  }
-  // Throughput: 8 vectors (128 bytes) in flight per thread, so that a multiprocessor holds as
-  // many rows as its registers allow (phases of different rows overlap); the weight from L1 after
-  // the reduction. Blocks of at least 128 threads.
   // One block per row group (grid=all) rather than a persistent grid: the hardware balances the
   // last wave. bf16 [2048, 16384] 44.4 -> 42.7 us, fused 80.8 -> 76.0 us (same run as above).
   if (const int tpr = resident_tpr(nvec, 8, 512); tpr > 0) {
