@@ -2,10 +2,16 @@
 // the op's reference, and reports time, bandwidth, flop rate and the fraction of the roofline
 // bound (DESIGN.md §8).
 //
-// Inputs of a case: float inputs are Tensor::randn(seed + position) on the bench device; integer
-// inputs (positions, indices) are uniform integers in [0, S) where S is the input's last
-// dimension (so positions stay within the sequence); bool inputs are all false. Construction-time
-// tensors come from the manifest's workload instantiation.
+// Inputs of a case: the op class's workload_inputs(case, seed, device) when it declares one (ops
+// whose inputs must hold valid values: MoE ids, offsets, permutations); otherwise float inputs are
+// Tensor::randn(seed + position) on the bench device, integer inputs (positions, indices) uniform
+// integers in [0, S) where S is the input's last dimension (so positions stay within the
+// sequence), bool inputs all false. Construction-time tensors come from the manifest's workload
+// instantiation.
+//
+// Limits: on the CPU a case whose inputs exceed kCpuMaxInputBytes is SKIPPED; a case beyond
+// kReferenceMaxFlops roofline FLOPs is timed but UNCHECKED (its double-precision reference would
+// take too long), with the reason in the message.
 //
 // Order per case: build inputs and keep CPU copies; one call (builds kernels, gives the `out`
 // buffers the timed calls reuse); timed calls; restore the inputs the op mutates from the copies;
