@@ -33,7 +33,10 @@ const OpSchema& chain_schema() {
 /// y = b * (a * x) through two held ToyScaleFwdOp sub-ops. `Mode` picks how it misbehaves.
 enum class Mode { normal, per_call_identity, unheld_subop, reuse_instance };
 
-class ToyChainFwdOp final : public tileops::Op {
+/// With OwnKernels, the composite also declares a kernel interface and implementation of its own
+/// (which its forward does not use).
+template <bool OwnKernels>
+class ToyChainOp final : public tileops::Op {
  public:
   struct Params {
     double a = 1.0;
@@ -44,9 +47,15 @@ class ToyChainFwdOp final : public tileops::Op {
   static std::vector<DelegateType> delegate_types() {
     return {{"first", "ToyScaleFwdOp"}, {"second", "ToyScaleFwdOp"}};
   }
-  ToyChainFwdOp(Params p, Target target = {}, std::shared_ptr<Scale> given_second = nullptr,
-                Mode mode = Mode::normal)
-      : Op(op_class_of<ToyChainFwdOp>(), std::move(target)), p_(p), mode_(mode) {
+  static std::vector<InterfaceInfo> interfaces() requires OwnKernels {
+    return {interface<ToyInterface>()};
+  }
+  static std::vector<ImplementationInfo> kernel_types() requires OwnKernels {
+    return Table::kernel_types();
+  }
+  ToyChainOp(Params p, Target target = {}, std::shared_ptr<Scale> given_second = nullptr,
+             Mode mode = Mode::normal)
+      : Op(op_class_of<ToyChainOp>(), std::move(target)), p_(p), mode_(mode) {
     construct([](const void*) {}, &p_, ParamMap{{"a", p.a}, {"b", p.b}});
     // Sub-ops settled at construction: identity None.
     first_ = &delegate_for<Scale>("first", std::nullopt, nullptr, {.scale = p.a});
@@ -78,8 +87,7 @@ class ToyChainFwdOp final : public tileops::Op {
     Scale* first = first_;
     if (mode_ == Mode::per_call_identity) {
       // Call-time construction argument: one sub-op per length of x.
-      first = &delegate_for<Scale>("first", std::to_string(x.numel()), nullptr,
-                                   {.scale = p_.a});
+      first = &delegate_for<Scale>("first", std::to_string(x.numel()), nullptr, {.scale = p_.a});
     }
     const Tensor mid = (*first)(x);
     if (mode_ == Mode::unheld_subop) (*stray)(mid);
@@ -93,6 +101,8 @@ class ToyChainFwdOp final : public tileops::Op {
   Params p_;
   Mode mode_;
 };
+
+using ToyChainFwdOp = ToyChainOp<false>;
 
 class Composite : public testing::Test {
  protected:
@@ -180,6 +190,29 @@ TEST_F(Composite, TargetWithoutBuilderRunsTheCompositionAndUndoIsRecursive) {
   EXPECT_THROW(fresh(x), std::runtime_error);
   EXPECT_FALSE(fresh.serving_target().has_value());
   EXPECT_FALSE(fresh.first_->serving_target().has_value());
+}
+
+TEST_F(Composite, ATargetWithoutBuilderRefusesACompositeWithKernelsOfItsOwn) {
+  register_detector("dev", [](const Device&) { return true; });
+  register_kernel_builder("ToyScaleFwdOp", "dev", [](auto, const ParamMap&) {
+    return TargetKernel([](std::span<const Tensor> in, std::span<const Tensor> outs) {
+      const Tensor y = outs[0].defined() ? outs[0] : Tensor::empty(in[0].sizes(), in[0].dtype());
+      y.copy_(in[0]);
+      return std::vector<Tensor>{y};
+    });
+  });
+  const Tensor x = Tensor::randn({2}, DType::float32, 1);
+  ToyChainOp<true> hybrid({});
+  try {
+    hybrid(x);
+    ADD_FAILURE() << "a composite with kernels of its own ran on a target without a builder";
+  } catch (const OpNotAvailableError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("target 'dev' registers no kernel builder for ToyChainFwdOp"));
+  }
+  EXPECT_FALSE(hybrid.serving_target().has_value());
+  ToyChainFwdOp composition_only({});  // no kernels of its own: runs its composition on 'dev'
+  composition_only(x);
+  EXPECT_EQ(composition_only.serving_target(), "dev");
 }
 
 TEST_F(Composite, TunedModeReachesNewlyHeldSubOps) {
