@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_bench_setup.h"
 #include "kernels/norm/rms_norm_cuda.h"
 #include "kernels/rope/long_rope_cuda.h"
 #include "tileops/core/dtype.h"
@@ -52,7 +53,11 @@ namespace {
 using tileops::DType;
 namespace ck = tileops::cuda_kernels;
 
-constexpr size_t kFlushBytes = size_t{256} << 20;
+using tileops::bench::cuda_error;
+using tileops::bench::Gpu;
+using tileops::bench::gpu;
+using tileops::bench::kFlushBytes;
+using tileops::bench::mix;
 constexpr size_t kFlushReadBytes = size_t{128} << 20;
 
 enum class Flush { none, memset, memset_read };
@@ -71,45 +76,16 @@ int graph_launches() {
 }
 
 int repetitions() {
-  const char* v = std::getenv("TILEOPS_BENCH_REPS");
-  const int n = v != nullptr ? std::atoi(v) : 0;
-  return n > 0 ? n : 51;
+  return tileops::bench::repetitions(51);
 }
 
-std::string cuda_error(cudaError_t err, const char* what) {
-  return std::string(what) + ": " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err);
-}
-
-// Stream, events and the flush buffers, made once.
-struct Gpu {
-  cudaStream_t stream = nullptr;
-  cudaEvent_t start = nullptr;
-  cudaEvent_t stop = nullptr;
-  void* flush = nullptr;
-  void* host_sink = nullptr;
-  std::string error;
-
-  Gpu() {
-    cudaError_t err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-    if (err == cudaSuccess) err = cudaEventCreate(&start);
-    if (err == cudaSuccess) err = cudaEventCreate(&stop);
-    if (err == cudaSuccess) err = cudaMalloc(&flush, kFlushBytes);
-    if (err == cudaSuccess) err = cudaMallocHost(&host_sink, kFlushReadBytes);
-    if (err != cudaSuccess) error = cuda_error(err, "setting up the stream, events and buffers");
-  }
-};
-
-Gpu& gpu() {
-  static Gpu g;
-  return g;
-}
-
-// splitmix64
-uint64_t mix(uint64_t& s) {
-  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
+// Pinned host memory the memset+read flush copies into, made once (nullptr when it failed).
+void* flush_read_sink() {
+  static void* sink = [] {
+    void* p = nullptr;
+    return cudaMallocHost(&p, kFlushReadBytes) == cudaSuccess ? p : nullptr;
+  }();
+  return sink;
 }
 
 uint16_t to_bits16(float f, DType dtype) {
@@ -180,6 +156,10 @@ void time_launches(benchmark::State& state, int64_t bytes, const std::function<v
     return;
   }
   const Flush flush = flush_mode();
+  if (flush == Flush::memset_read && flush_read_sink() == nullptr) {
+    state.SkipWithError("cudaMallocHost of the flush read buffer failed");
+    return;
+  }
   const int per_graph = graph_launches();
   try {
     launch();
@@ -219,7 +199,8 @@ void time_launches(benchmark::State& state, int64_t bytes, const std::function<v
     if (flush != Flush::none) {
       cudaMemsetAsync(g.flush, flip ^= 1, kFlushBytes, g.stream);
       if (flush == Flush::memset_read) {
-        cudaMemcpyAsync(g.host_sink, g.flush, kFlushReadBytes, cudaMemcpyDeviceToHost, g.stream);
+        cudaMemcpyAsync(flush_read_sink(), g.flush, kFlushReadBytes, cudaMemcpyDeviceToHost,
+                        g.stream);
         // A 16-byte memset (a kernel) after the copy, so that the start event follows work of
         // the compute engine rather than the copy engine's completion (seen: +6.6 us without).
         cudaMemsetAsync(g.flush, flip, 16, g.stream);

@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_bench_setup.h"
 #include "kernels/moe/moe_cuda.h"
 #include "tileops/core/dtype.h"
 #endif
@@ -52,50 +53,16 @@ namespace {
 using tileops::DType;
 namespace ck = tileops::cuda_kernels;
 
-constexpr size_t kFlushBytes = size_t{256} << 20;
+using tileops::bench::cuda_error;
+using tileops::bench::Gpu;
+using tileops::bench::gpu;
+using tileops::bench::kFlushBytes;
+using tileops::bench::mix;
+using tileops::bench::repetitions;
 
 bool flush_enabled() {
   const char* v = std::getenv("TILEOPS_BENCH_FLUSH");
   return v == nullptr || std::strcmp(v, "none") != 0;
-}
-
-int repetitions(int fallback) {
-  const char* v = std::getenv("TILEOPS_BENCH_REPS");
-  const int n = v != nullptr ? std::atoi(v) : 0;
-  return n > 0 ? n : fallback;
-}
-
-std::string cuda_error(cudaError_t err, const char* what) {
-  return std::string(what) + ": " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err);
-}
-
-struct Gpu {
-  cudaStream_t stream = nullptr;
-  cudaEvent_t start = nullptr;
-  cudaEvent_t stop = nullptr;
-  void* flush = nullptr;
-  std::string error;
-
-  Gpu() {
-    cudaError_t err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-    if (err == cudaSuccess) err = cudaEventCreate(&start);
-    if (err == cudaSuccess) err = cudaEventCreate(&stop);
-    if (err == cudaSuccess) err = cudaMalloc(&flush, kFlushBytes);
-    if (err != cudaSuccess) error = cuda_error(err, "setting up the stream, events and buffers");
-  }
-};
-
-Gpu& gpu() {
-  static Gpu g;
-  return g;
-}
-
-// splitmix64
-uint64_t mix(uint64_t& s) {
-  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
 }
 
 uint16_t to_bf16(float f) {
