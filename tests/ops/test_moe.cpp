@@ -1,6 +1,8 @@
 // The MoE family on the CPU: every op against its double-precision reference on many shapes
 // (experts with no tokens, one token, all tokens), the value checks, and the composite rules as
 // the MoE ops exercise them (stages, sub-ops per expert count, injection, tuned mode).
+#include <algorithm>
+
 #include "ops/moe_test_inputs.h"
 #include "ops/ops_test_util.h"
 #include "tileops/op/op_class.h"
@@ -342,6 +344,72 @@ TEST(MoEFamily, ClassesAgreeWithTheManifestAndBuildDynamically) {
   const auto op = make_op("FusedMoEFwdOp", {{"top_k", std::int64_t{2}}});
   EXPECT_EQ(op->held_delegates().size(), 2u);
   EXPECT_EQ(std::get<std::string>(op->param_values().at("activation")), "silu_and_mul");
+}
+
+TEST(MoEFamily, WorkloadInputsAreValidInputs) {
+  // The bench inputs each MoE op class makes (workload_inputs), on small cases of the manifest's
+  // kinds: they pass the CPU implementations' value checks (ids in range, offsets ordered,
+  // inverse indices rows or -1), and ids are distinct per token.
+  using Spec = InstantiatedCase::InputSpec;
+  const auto bf16 = [](Sizes s) {
+    return std::optional<Spec>(Spec{DType::bfloat16, std::move(s)});
+  };
+  const auto typed = [](DType d, Sizes s) { return std::optional<Spec>(Spec{d, std::move(s)}); };
+  const std::optional<Spec> absent;
+  struct Case {
+    const char* op;
+    ParamMap params;
+    std::vector<std::optional<Spec>> inputs;
+  };
+  const std::vector<Case> cases = {
+      {"MoEPrePermuteFwdOp",
+       {{"num_experts", std::int64_t{8}}},
+       {bf16({6, 16}), typed(DType::int32, {6, 3}), absent}},
+      {"MoEPrePermuteFwdOp",
+       {{"num_experts", std::int64_t{4}}},
+       {bf16({6, 16}), typed(DType::int32, {6, 3}), typed(DType::int32, {16})}},
+      {"MoEGroupedGemmFwdOp",
+       {{"activation", std::string("silu_and_mul")}},
+       {bf16({20, 32}), typed(DType::int32, {5}), bf16({4, 16, 32})}},
+      {"MoEPostPermuteFwdOp",
+       {{"scale", 1.0}},
+       {bf16({12, 16}), typed(DType::float32, {4, 3}), typed(DType::int32, {4, 3})}},
+      {"MoEExpertMLPFwdOp",
+       {{"activation", std::string("silu_and_mul")}},
+       {bf16({20, 32}), typed(DType::int32, {5}), bf16({4, 16, 32}), bf16({4, 32, 8})}},
+      {"FusedMoEExpertsFwdOp",
+       {{"activation", std::string("silu_and_mul")}},
+       {bf16({5, 32}), typed(DType::float32, {5, 2}), typed(DType::int32, {5, 2}),
+        bf16({4, 16, 32}), bf16({4, 32, 8}), absent}},
+      {"FusedMoEFwdOp",
+       {{"top_k", std::int64_t{2}}},
+       {bf16({5, 32}), typed(DType::float32, {5, 4}), bf16({4, 16, 32}), bf16({4, 32, 8}),
+        typed(DType::float32, {4})}},
+  };
+  for (const Case& c : cases) {
+    const OpClass* op_class = find_op_class(c.op);
+    ASSERT_NE(op_class, nullptr) << c.op;
+    ASSERT_TRUE(op_class->workload_inputs) << c.op;
+    const InstantiatedCase inst{c.params, c.inputs};
+    const std::vector<Tensor> inputs = op_class->workload_inputs(inst, 7, Device::cpu());
+    ASSERT_EQ(inputs.size(), c.inputs.size()) << c.op;
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      ASSERT_EQ(inputs[i].defined(), c.inputs[i].has_value()) << c.op << " input " << i;
+      if (inputs[i].defined()) {
+        EXPECT_EQ(inputs[i].sizes(), c.inputs[i]->shape) << c.op;
+      }
+      if (op_class->schema->inputs[i].name != "topk_ids") continue;
+      const auto ids = inputs[i].to_vector();
+      const auto k = static_cast<std::size_t>(inputs[i].size(1));
+      for (std::size_t t = 0; t < ids.size(); t += k) {
+        std::vector<double> row(ids.begin() + t, ids.begin() + t + k);
+        std::sort(row.begin(), row.end());
+        EXPECT_EQ(std::adjacent_find(row.begin(), row.end()), row.end()) << c.op;
+      }
+    }
+    const auto op = make_op(c.op, c.params);
+    EXPECT_NO_THROW(op->call(inputs)) << c.op;
+  }
 }
 
 }  // namespace
