@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command of the README and of CI: configure (CUDA on when nvcc exists), build, run the
-# CPU tests and the GPU tests (which skip themselves without a GPU), the install test, the
-# expression fuzzer and the sanitizers when their scripts exist. Prints the ctest summary last.
+# install test, the expression fuzzer and the sanitizers when their scripts exist, then one ctest
+# run over the CPU and GPU tests (the GPU tests skip themselves without a GPU). ctest's summary and
+# a plain 'tests: P passed, F failed, S skipped' line close the output; any failure exits 1.
 #
 # Environment: TILEOPS_BUILD_DIR (default build), JOBS (default 2), TILEOPS_CUDA (ON/OFF, default:
 # ON when nvcc is found).
@@ -33,16 +34,6 @@ failed=()
 logs="$(mktemp -d "${TMPDIR:-/tmp}/tileops-test.XXXXXX")"
 trap 'rm -rf "$logs"' EXIT
 
-step "ctest -L cpu"
-ctest --test-dir "$build" --output-on-failure -j "$jobs" -L cpu 2>&1 | tee "$logs/cpu.log" || true
-# Judged from ctest's summary line: every selected test passed (skips count as passed).
-grep -q " 0 tests failed out of" "$logs/cpu.log" || failed+=("ctest -L cpu")
-
-step "ctest -L gpu (these skip themselves without a GPU)"
-if ! ctest --test-dir "$build" --output-on-failure -j "$jobs" -L gpu 2>&1 | tee "$logs/gpu.log"; then
-  failed+=("ctest -L gpu")
-fi
-
 step "install test"
 bash scripts/install-test.sh "$build" || failed+=("install test")
 
@@ -56,25 +47,19 @@ if [[ -f scripts/sanitize.sh ]]; then
   JOBS="$jobs" bash scripts/sanitize.sh || failed+=("sanitize")
 fi
 
+# One ctest run over both labels, last, so that its summary closes the output: the CPU tests run,
+# the GPU tests skip themselves without a GPU (ctest lists them as "(Skipped)").
+step "ctest -L 'cpu|gpu' (GPU tests skip themselves without a GPU)"
+ctest --test-dir "$build" --output-on-failure -j "$jobs" -L 'cpu|gpu' 2>&1 | tee "$logs/ctest.log" || true
+summary=$(grep -E "tests passed|tests failed|No tests were found" "$logs/ctest.log" | tail -1 || true)
+total=$(sed -nE 's/.* out of ([0-9]+).*/\1/p' <<< "$summary")
+failed_tests=$(sed -nE 's/.* ([0-9]+) tests failed.*/\1/p' <<< "$summary")
+skipped=$(grep -c "(Skipped)$" "$logs/ctest.log" || true)
+total=${total:-0} failed_tests=${failed_tests:-0} skipped=${skipped:-0}
+if ((total == 0 || failed_tests > 0)); then failed+=("ctest"); fi
+
 step "done"
-summary() { grep -E "tests passed|tests failed|No tests were found" "$1" | tail -1; }
-# counts LOG: "total failed skipped" from ctest's summary line and its "(Skipped)" lines.
-counts() {
-  local line total failed skipped
-  line=$(summary "$1")
-  total=$(sed -nE 's/.* out of ([0-9]+).*/\1/p' <<< "$line")
-  failed=$(sed -nE 's/.* ([0-9]+) tests failed.*/\1/p' <<< "$line")
-  skipped=$(grep -c "(Skipped)$" "$1" || true)
-  echo "${total:-0} ${failed:-0} ${skipped:-0}"
-}
-read -r cpu_total cpu_failed cpu_skipped <<< "$(counts "$logs/cpu.log")"
-read -r gpu_total gpu_failed gpu_skipped <<< "$(counts "$logs/gpu.log")"
-echo "cpu tests: $(summary "$logs/cpu.log")"
-echo "gpu tests: $(summary "$logs/gpu.log") (${gpu_skipped} skipped)"
 if ((${#failed[@]})); then echo "FAILED: ${failed[*]}"; fi
-total_failed=$((cpu_failed + gpu_failed))
-total_skipped=$((cpu_skipped + gpu_skipped))
-total_passed=$((cpu_total + gpu_total - total_failed - total_skipped))
-# The plain closing line CI reads: passed, failed and skipped ctest tests of both labels.
-echo "tests: ${total_passed} passed, ${total_failed} failed, ${total_skipped} skipped"
+# The plain closing line: ctest's passed, failed and skipped tests of both labels.
+echo "tests: $((total - failed_tests - skipped)) passed, ${failed_tests} failed, ${skipped} skipped"
 if ((${#failed[@]})); then exit 1; fi
