@@ -3,6 +3,11 @@
 # build with CUDA, the GPU tests, the MoE kernel benchmark (bench/bench_moe_kernels), the op-level
 # `tileops bench` of the MoE workloads that fit the time, and the PyTorch peers
 # (bench/peers_moe.py). Logs go to $OUT (default build-gpu/moe-check); a summary is printed last.
+# Environment, to spend less device time on one question:
+#   MOE_CHECK_TARGETS="t1 t2"   build only these targets (default: all)
+#   MOE_CHECK_GTEST_FILTER=F    run tileops_gpu_tests --gtest_filter=F instead of ctest -L gpu
+#   MOE_CHECK_BENCH_FILTER=R    bench_moe_kernels --benchmark_filter=R
+#   MOE_CHECK_OPS=0             skip `tileops bench`;  MOE_CHECK_PEERS=0  skip peers_moe.py
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
@@ -29,11 +34,19 @@ run() {  # run NAME LIMIT LOG -- command...
 run configure 60 build.log -- cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DTILEOPS_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DTILEOPS_BUILD_TESTS=ON -DTILEOPS_BUILD_BENCH=ON \
   -DTILEOPS_WERROR=OFF
-run build 260 build2.log -- cmake --build "$build" -j "$(nproc)" -- -k 0
-run "ctest -L gpu" 110 ctest.log -- ctest --test-dir "$build" --output-on-failure -j 2 -L gpu \
-  --timeout 100
-run "bench_moe_kernels" 110 kernels.log -- "$build/bench/bench_moe_kernels"
-run "tileops bench moe" 100 ops.log -- "$build/tools/cli/tileops" bench MoETopKRoutingFwdOp \
+targets=()
+for t in ${MOE_CHECK_TARGETS:-}; do targets+=(--target "$t"); done
+run build 260 build2.log -- cmake --build "$build" -j "$(nproc)" "${targets[@]}" -- -k 0
+if [[ -n "${MOE_CHECK_GTEST_FILTER:-}" ]]; then
+  run "gpu tests (filtered)" 200 ctest.log -- "$build/tests/tileops_gpu_tests" \
+    --gtest_filter="$MOE_CHECK_GTEST_FILTER"
+else
+  run "ctest -L gpu" 110 ctest.log -- ctest --test-dir "$build" --output-on-failure -j 2 -L gpu \
+    --timeout 100
+fi
+run "bench_moe_kernels" 200 kernels.log -- "$build/bench/bench_moe_kernels" \
+  --benchmark_filter="${MOE_CHECK_BENCH_FILTER:-.}"
+[[ "${MOE_CHECK_OPS:-1}" != 0 ]] && run "tileops bench moe" 100 ops.log -- "$build/tools/cli/tileops" bench MoETopKRoutingFwdOp \
   MoEPrePermuteFwdOp MoEPostPermuteFwdOp MoEGroupedGemmFwdOp MoEExpertMLPFwdOp \
   FusedMoEExpertsFwdOp FusedMoEFwdOp --device cuda --budget-ms 40 \
   --workload deepseek-v3-4k --workload qwen3-30b-4k --workload deepseek-v3-decode \
@@ -42,6 +55,9 @@ run "tileops bench moe" 100 ops.log -- "$build/tools/cli/tileops" bench MoETopKR
 [[ "${MOE_CHECK_PEERS:-1}" != 0 ]] && run "peers_moe.py" 100 peers.log -- python3 bench/peers_moe.py
 echo "== summary"
 cat "$logs/info.txt"
-grep -E "tests passed|tests failed" "$logs/ctest.log" | tail -1
-grep -E "^[0-9]+ cases:" "$logs/ops.log" | tail -1
+grep -E "tests passed|tests failed|PASSED|FAILED" "$logs/ctest.log" | tail -3
+grep -E "^[0-9]+ cases:" "$logs/ops.log" 2> /dev/null | tail -1
+grep -E "_median" "$logs/kernels.log" 2> /dev/null | sed -E 's#/iterations:[0-9]+/repeats:[0-9]+/manual_time_median##' |
+  awk '{ printf "%-100s %10s %s", $1, $2, $3; for (i = 4; i <= NF; ++i) if ($i ~ /TFLOPs=|bytes_per_second=/) printf " %s", $i; print "" }' |
+  sed -E 's/ +$//' | tail -40
 printf '%s\n' "${results[@]}"

@@ -468,6 +468,16 @@ TEST(MoeGroupedGemm, EveryTuningConfig) {
   d.offsets = uniform_offsets(24, 16);
   d.seed = 100;
   ASSERT_NO_FATAL_FAILURE(check_gemm_case(d, true));
+  // Full 128-row tiles in several experts (the tma_store epilogue's path) next to partial ones,
+  // N_out % 8 == 0 with and without the gate (N / 2 = 264) and an N tail inside the last chunk.
+  GemmCase f;
+  f.name = "tuning_space_full_tiles";
+  f.M = 640;
+  f.N = 528;
+  f.K = 192;
+  f.offsets = {0, 256, 320, 384, 640};
+  f.seed = 101;
+  ASSERT_NO_FATAL_FAILURE(check_gemm_case(f, true));
 }
 
 // The wgmma configurations with thread-block clusters along M (cluster_m = 2).

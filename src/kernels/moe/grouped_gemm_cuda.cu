@@ -289,7 +289,9 @@ bool has_kernel(const GroupedGemmConfig& c) {
 
 GroupedGemmConfig find_config(GroupedGemmVariant v, int bm, int bn, int stages) {
   for (const GroupedGemmConfig& c : variant_configs(v))
-    if (c.block_m == bm && c.block_n == bn && c.stages == stages && c.cluster_m == 1) return c;
+    if (c.block_m == bm && c.block_n == bn && c.stages == stages && c.cluster_m == 1 &&
+        !c.tma_store)
+      return c;
   return moe_detail::simt_configs().front();
 }
 
@@ -324,7 +326,8 @@ std::string GroupedGemmConfig::str() const {
          "x" + std::to_string(block_n) + "x" + std::to_string(block_k) +
          ",warps=" + std::to_string(warps_m) + "x" + std::to_string(warps_n) +
          ",stages=" + std::to_string(stages) + ",blocks_per_sm=" + std::to_string(blocks_per_sm) +
-         (cluster_m != 1 ? ",cluster_m=" + std::to_string(cluster_m) : std::string());
+         (cluster_m != 1 ? ",cluster_m=" + std::to_string(cluster_m) : std::string()) +
+         (tma_store ? ",tma_store=1" : "");
 }
 
 GroupedGemmConfig grouped_gemm_default_config(const GroupedGemmArgs& args, int device) {

@@ -17,7 +17,10 @@
 // gate rows j0 .. and the next block_n / 2 the up rows N/2 + j0 .., loaded by two TMA boxes, so
 // accumulator column groups i and i + block_n / 16 of a thread are gate and up of the same output
 // columns. Persistent grid over the shared tile scheduler (the producer warp and every consumer
-// warp run the same cursor); the epilogue stores straight from the accumulators.
+// warp run the same cursor). The epilogue stores straight from the accumulators, or (TS, the
+// tma_store configurations) writes each consumer warpgroup's 64-row half that lies within one
+// expert to shared memory in chunks of 64 columns and stores them with TMA, asynchronously: the
+// warpgroup starts its next tile while the stores drain (two 8 KB buffers per warpgroup).
 //
 // cluster_m = 2 (opt-in): clusters of 2 blocks; the scheduler's units are pairs of consecutive
 // m-tiles of one expert and one n-tile (cursor over tiles of 2 * block_m rows), cluster c walks
@@ -173,6 +176,56 @@ __device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtens
       : "memory");
 }
 
+// TMA store epilogue: a 2D box from shared memory to the tensor at (c0 = column, c1 = row), in
+// the bulk-async group of the issuing thread; clipped at the tensor's bounds.
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, uint32_t src, int c0, int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(
+          reinterpret_cast<uint64_t>(map)),
+      "r"(c0), "r"(c1), "r"(src)
+      : "memory");
+}
+
+__device__ __forceinline__ void bulk_commit() {
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+
+// Waits until at most N of this thread's bulk groups still read their shared-memory source.
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+
+// Waits until all of this thread's bulk groups have completed (their writes done).
+__device__ __forceinline__ void bulk_wait_all() {
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+}
+
+// Makes this thread's shared-memory writes visible to the async proxy (the TMA store).
+__device__ __forceinline__ void fence_proxy_async_smem() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// Barrier `id` (1 + consumer warpgroup) over the 128 threads of one warpgroup.
+__device__ __forceinline__ void warpgroup_bar(int id) {
+  asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory");
+}
+
+__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float v0, float v1) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(v0, v1);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  } else {
+    const __half2 h = __floats2half2_rn(v0, v1);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  }
+}
+
 __device__ __forceinline__ void wgmma_fence() {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 }
@@ -219,12 +272,12 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
   "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, " \
   "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, " \
   "%56, %57, %58, %59, %60, %61, %62, %63"
-#define TILEOPS_WGMMA_R128                                                                         \
-  TILEOPS_WGMMA_R64                                                                                \
-      ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, "    \
-      "%81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, " \
-      "%99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, "  \
-      "%114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+#define TILEOPS_WGMMA_R128                                                                     \
+  TILEOPS_WGMMA_R64                                                                            \
+  ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, "    \
+  "%81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, " \
+  "%99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, "  \
+  "%114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
 
 // D[64 x N] += A(smem desc) x B(smem desc)^T with fp32 accumulators; TYPE is "bf16" or "f16".
 // Operands: the N/2 accumulators, then the two descriptors, then the scale-d flag (1: add).
@@ -272,6 +325,50 @@ __device__ __forceinline__ void wgmma_tile(float (&d)[BN / 2], uint64_t da, uint
   }
 }
 
+// TMA store epilogue, one chunk of 64 output columns of a consumer warpgroup's 64 x block_n tile:
+// the fragment values (activation applied when GATED) go to the store buffer `buf` in the 128-byte
+// swizzle (16-byte unit u of row r at unit u ^ (r % 8): the 8 rows x 4 lanes of a store
+// instruction hit 32 distinct banks), then the warpgroup's first thread stores the chunk with TMA
+// at (col, row) and goes on without waiting. Before `buf` is written again its previous store
+// must have read it: `reuse` says whether that store exists (waited for by the issuing thread,
+// then a warpgroup barrier).
+template <typename T, int BN, bool GATED>
+__device__ __forceinline__ void store_chunk(const float (&acc)[BN / 2], int chunk, uint32_t buf,
+                                            bool reuse, const CUtensorMap* map, int col, int row,
+                                            int act, int bar_id, int wt) {
+  const int lane = wt & 31;
+  const int w4 = wt >> 5;
+  if (reuse) {
+    if (wt == 0) bulk_wait_read<1>();
+    warpgroup_bar(bar_id);
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = w4 * 16 + (lane >> 2) + 8 * h;
+    const uint32_t row_addr = buf + static_cast<uint32_t>(r * 128 + 4 * (lane & 3));
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int i = 8 * chunk + u;  // the fragment's column group
+      float v0;
+      float v1;
+      if constexpr (GATED) {
+        v0 = gated(act, acc[4 * i + 2 * h], acc[4 * (i + BN / 16) + 2 * h]);
+        v1 = gated(act, acc[4 * i + 2 * h + 1], acc[4 * (i + BN / 16) + 2 * h + 1]);
+      } else {
+        v0 = acc[4 * i + 2 * h];
+        v1 = acc[4 * i + 2 * h + 1];
+      }
+      st_shared_u32(row_addr + static_cast<uint32_t>((u ^ (r & 7)) << 4), pack2<T>(v0, v1));
+    }
+  }
+  fence_proxy_async_smem();
+  warpgroup_bar(bar_id);
+  if (wt == 0) {
+    tma_store_2d(map, buf, col, row);
+    bulk_commit();
+  }
+}
+
 #endif  // TILEOPS_MOE_WGMMA_BODY
 
 // ---------------------------------------------------------------------------------------------
@@ -294,25 +391,32 @@ __device__ __forceinline__ long long unit_stride() {
   return gridDim.x;
 }
 
-template <int BM, int BN, int STAGES>
+template <int BM, int BN, int STAGES, bool TS>
 struct WgShape {
   static constexpr int kConsumers = BM / 64;
   static constexpr int kThreads = 128 * (kConsumers + 1);
   static constexpr int kABytes = BM * 128;
   static constexpr int kBBytes = BN * 128;
   static constexpr int kStageBytes = kABytes + kBBytes;
-  static constexpr int kBarOffset = STAGES * kStageBytes;
-  // Stages, 2 x STAGES barriers, and slack to align the base to 1024 bytes.
+  // TS: per consumer warpgroup two store buffers of 64 rows x 64 columns (128-byte swizzle).
+  static constexpr int kChunkBytes = 64 * 128;
+  static constexpr int kStoreOffset = STAGES * kStageBytes;
+  static constexpr int kStoreBytes = TS ? kConsumers * 2 * kChunkBytes : 0;
+  static constexpr int kBarOffset = kStoreOffset + kStoreBytes;
+  // Stages, store buffers, 2 x STAGES barriers, and slack to align the base to 1024 bytes.
   static constexpr int kSmem = kBarOffset + 16 * STAGES + 1024;
   static_assert(BM == 64 || BM == 128, "block_m must be 64 or 128");
+  static_assert(kSmem <= 232448, "over the 227 KB of shared memory a block can have");
 };
 
-template <typename T, int BM, int BN, int STAGES, int CL>
-__global__ void __launch_bounds__(WgShape<BM, BN, STAGES>::kThreads, 1)
+template <typename T, int BM, int BN, int STAGES, int CL, bool TS>
+__global__ void __launch_bounds__(WgShape<BM, BN, STAGES, TS>::kThreads, 1)
     grouped_gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tma_a,
-                              const __grid_constant__ CUtensorMap tma_b, const GemmParams p) {
-  using S = WgShape<BM, BN, STAGES>;
+                              const __grid_constant__ CUtensorMap tma_b,
+                              const __grid_constant__ CUtensorMap tma_c, const GemmParams p) {
+  using S = WgShape<BM, BN, STAGES, TS>;
   static_assert(CL == 1 || CL == 2, "cluster_m must be 1 or 2");
+  static_assert(!(TS && CL > 1), "the TMA store epilogue is for cluster_m = 1");
 #if !TILEOPS_MOE_WGMMA_BODY
   // Compiled for a target without the sm_90a features: never launched there (the host checks
   // the device's compute capability).
@@ -414,6 +518,11 @@ __global__ void __launch_bounds__(WgShape<BM, BN, STAGES>::kThreads, 1)
     // Consumers.
     const int cw = wg - 1;
     const int w4 = warp & 3;
+    const int wt = tid - 128 * wg;  // thread within the warpgroup
+    // TS: this warpgroup's two store buffers and the TMA stores it has issued.
+    const uint32_t store_buf =
+        base + static_cast<uint32_t>(S::kStoreOffset + cw * 2 * S::kChunkBytes);
+    int stores = 0;
     T* C = static_cast<T*>(p.c);
     const bool pair = (reinterpret_cast<uintptr_t>(C) & 3u) == 0 && (p.n_out & 1) == 0;
     float acc[R];
@@ -470,6 +579,37 @@ __global__ void __launch_bounds__(WgShape<BM, BN, STAGES>::kThreads, 1)
       }
       // Epilogue: rows cw * 64 + w4 * 16 + lane / 4 (+ 8); column group i holds columns
       // 8 i + 2 (lane % 4) (+ 1).
+      // TS: a warpgroup whose 64 rows all belong to the expert stores through the store buffers
+      // (chunks of 64 columns, the two buffers alternating); the others store from registers.
+      bool stored = false;
+      if constexpr (TS) {
+        if (rows >= (cw + 1) * 64) {
+          const int out_cols = is_gated ? BN / 2 : BN;
+          const int col0 = ti.n_tile * out_cols;
+          const int row = row0 + cw * 64;
+          const int bar_id = 1 + cw;
+          if (is_gated) {
+#pragma unroll
+            for (int ch = 0; ch < BN / 128; ++ch) {
+              if (col0 + 64 * ch >= p.n_out) break;
+              store_chunk<T, BN, true>(acc, ch, store_buf + (stores & 1) * S::kChunkBytes,
+                                       stores >= 2, &tma_c, col0 + 64 * ch, row, p.act, bar_id, wt);
+              ++stores;
+            }
+          } else {
+#pragma unroll
+            for (int ch = 0; ch < BN / 64; ++ch) {
+              if (col0 + 64 * ch >= p.n_out) break;
+              store_chunk<T, BN, false>(acc, ch, store_buf + (stores & 1) * S::kChunkBytes,
+                                        stores >= 2, &tma_c, col0 + 64 * ch, row, p.act, bar_id,
+                                        wt);
+              ++stores;
+            }
+          }
+          stored = true;
+        }
+      }
+      if (stored) continue;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = cw * 64 + w4 * 16 + (lane >> 2) + 8 * h;
@@ -492,6 +632,10 @@ __global__ void __launch_bounds__(WgShape<BM, BN, STAGES>::kThreads, 1)
           }
         }
       }
+    }
+    // The TMA stores read their buffers and write c before the block exits.
+    if constexpr (TS) {
+      if (wt == 0) bulk_wait_all();
     }
   }
   zero_uncovered<T>(p, static_cast<long long>(blockIdx.x) * S::kThreads + tid,
@@ -576,20 +720,30 @@ int max_active_clusters(const void* fn, int cluster, int threads, int smem_bytes
   return clusters;
 }
 
-template <typename T, int BM, int BN, int STAGES, int CL>
+template <typename T, int BM, int BN, int STAGES, int CL, bool TS>
 void run(const GemmParams& p, DType dtype, int blocks_per_sm, int sms, long long max_tiles,
          cudaStream_t stream) {
-  using S = WgShape<BM, BN, STAGES>;
-  const auto kernel = grouped_gemm_wgmma_kernel<T, BM, BN, STAGES, CL>;
+  if constexpr (TS) {
+    // The TMA store needs a 16-byte aligned c with rows of a multiple of 16 bytes; else the
+    // same kernel with stores from registers.
+    if ((reinterpret_cast<uintptr_t>(p.c) & 15u) != 0 || p.n_out % 8 != 0) {
+      run<T, BM, BN, STAGES, CL, false>(p, dtype, blocks_per_sm, sms, max_tiles, stream);
+      return;
+    }
+  }
+  using S = WgShape<BM, BN, STAGES, TS>;
+  const auto kernel = grouped_gemm_wgmma_kernel<T, BM, BN, STAGES, CL, TS>;
   const void* fn = reinterpret_cast<const void*>(kernel);
   allow_smem(fn, S::kSmem);
   const CUtensorMap map_a = make_map(p.a, dtype, p.M, p.K, BM);
   const CUtensorMap map_b = make_map(p.b, dtype, p.N * p.E, p.K, BN / 2);
+  // c as [M, n_out] in boxes of 64 x 64 (unused without TS).
+  const CUtensorMap map_c = TS ? make_map(p.c, dtype, p.M, p.n_out, 64) : map_a;
   if constexpr (CL == 1) {
     const int per_sm = blocks_per_sm > 0 ? blocks_per_sm : occupancy(fn, S::kThreads, S::kSmem);
     const long long grid = std::max<long long>(
         1, std::min<long long>(static_cast<long long>(sms) * per_sm, std::max(max_tiles, 1LL)));
-    kernel<<<static_cast<unsigned>(grid), S::kThreads, S::kSmem, stream>>>(map_a, map_b, p);
+    kernel<<<static_cast<unsigned>(grid), S::kThreads, S::kSmem, stream>>>(map_a, map_b, map_c, p);
   } else {
     // Persistent grid of clusters: as many as can be resident (or blocks_per_sm x
     // multiprocessors / CL), at most one per unit (CL m-tiles x one n-tile).
@@ -616,7 +770,7 @@ void run(const GemmParams& p, DType dtype, int blocks_per_sm, int sms, long long
     attr[0].val.clusterDim.z = 1;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    if (const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, p);
+    if (const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_c, p);
         err != cudaSuccess)
       throw_cuda(err, "cudaLaunchKernelEx (cluster)");
   }
@@ -624,14 +778,20 @@ void run(const GemmParams& p, DType dtype, int blocks_per_sm, int sms, long long
 
 struct Entry {
   int bm, bn, stages, cluster_m;
+  bool tma_store;
   Launcher bf16;
   Launcher f16;
 };
 
-template <int BM, int BN, int STAGES, int CL = 1>
+template <int BM, int BN, int STAGES, int CL = 1, bool TS = false>
 constexpr Entry entry() {
-  return Entry{
-      BM, BN, STAGES, CL, run<__nv_bfloat16, BM, BN, STAGES, CL>, run<__half, BM, BN, STAGES, CL>};
+  return Entry{BM,
+               BN,
+               STAGES,
+               CL,
+               TS,
+               run<__nv_bfloat16, BM, BN, STAGES, CL, TS>,
+               run<__half, BM, BN, STAGES, CL, TS>};
 }
 
 // The cluster_m = 2 entries come after the others (grouped_gemm_cuda.cu looks the defaults up
@@ -642,6 +802,11 @@ const Entry kEntries[] = {
     entry<128, 128, 6>(),  // 192 KB
     entry<64, 256, 5>(),   // one consumer warpgroup (few rows per expert), 200 KB
     entry<64, 128, 8>(),   // 192 KB
+    // The TMA store epilogue (full 64-row halves of a tile through two 8 KB buffers per consumer
+    // warpgroup): the same tiles and stages, 16 KB more per consumer warpgroup.
+    entry<128, 256, 4, 1, true>(),  // 224 KB
+    entry<128, 128, 6, 1, true>(),
+    entry<64, 256, 5, 1, true>(),
     // Clusters of 2 blocks on consecutive m-tiles of one expert and n-tile: each block loads
     // half of the B tile and multicasts it to both (half the B traffic from L2).
     entry<128, 256, 4, 2>(),
@@ -659,6 +824,7 @@ GroupedGemmConfig to_config(const Entry& e) {
   c.warps_n = 1;
   c.stages = e.stages;
   c.cluster_m = e.cluster_m;
+  c.tma_store = e.tma_store;
   return c;
 }
 

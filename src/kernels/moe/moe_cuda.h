@@ -78,6 +78,11 @@ struct GroupedGemmConfig {
   /// take consecutive m-tiles of the same expert and n-tile, and each loads half of the B tile
   /// with a TMA multicast to both. Other variants: 1. str() shows it only when it is not 1.
   int cluster_m = 1;
+  /// wgmma only: the epilogue writes the 64-row halves of a tile that lie within one expert
+  /// through shared memory with TMA stores (asynchronous, so the next tile's main loop starts
+  /// sooner); partial halves, c not 16-byte aligned or N_out % 8 != 0 store from registers.
+  /// str() shows it only when set.
+  bool tma_store = false;
 
   std::string str() const;
   friend bool operator==(const GroupedGemmConfig&, const GroupedGemmConfig&) = default;
