@@ -8,6 +8,7 @@
 #   MOE_CHECK_GTEST_FILTER=F    run tileops_gpu_tests --gtest_filter=F instead of ctest -L gpu
 #   MOE_CHECK_BENCH_FILTER=R    bench_moe_kernels --benchmark_filter=R
 #   MOE_CHECK_OPS=0             skip `tileops bench`;  MOE_CHECK_PEERS=0  skip peers_moe.py
+#   MOE_CHECK_PEERS_ARGS="..."  arguments of peers_moe.py (e.g. --only gemm)
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
@@ -52,7 +53,7 @@ run "bench_moe_kernels" 200 kernels.log -- "$build/bench/bench_moe_kernels" \
   --workload deepseek-v3-4k --workload qwen3-30b-4k --workload deepseek-v3-decode \
   --workload deepseek-v3-ep8-512 --workload qwen3-gate-up-64t --workload dsv3-gate-up-512t \
   --workload qwen3-64t --workload qwen3-30b-4096t --workload qwen3-30b-64t --workload dsv3-512t
-[[ "${MOE_CHECK_PEERS:-1}" != 0 ]] && run "peers_moe.py" 100 peers.log -- python3 bench/peers_moe.py
+[[ "${MOE_CHECK_PEERS:-1}" != 0 ]] && run "peers_moe.py" 100 peers.log -- python3 bench/peers_moe.py ${MOE_CHECK_PEERS_ARGS:-}
 echo "== summary"
 cat "$logs/info.txt"
 grep -E "tests passed|tests failed|PASSED|FAILED" "$logs/ctest.log" | tail -3

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -36,6 +37,23 @@
 
 namespace tileops::cli {
 
+namespace {
+
+// CLI11 2.1's PositiveNumber is Range(DBL_MIN, DBL_MAX): it rejects 0 with "Value 0 not in range
+// 0.000000 to 179769313486231570814527...", which reads as if 0 were allowed, and lets NaN through.
+const CLI::Validator kPositive(
+    [](std::string& input) -> std::string {
+      double value = 0;
+      const auto [end, ec] = std::from_chars(input.data(), input.data() + input.size(), value);
+      if (ec != std::errc{} || end != input.data() + input.size() || !(value > 0)) {
+        return "expected a positive number, got '" + input + "'";
+      }
+      return {};
+    },
+    "POSITIVE");
+
+}  // namespace
+
 CLI::App* add_bench_command(CLI::App& app, BenchOptions& options) {
   CLI::App* cmd = app.add_subcommand(
       "bench",
@@ -52,16 +70,16 @@ CLI::App* add_bench_command(CLI::App& app, BenchOptions& options) {
   add_format_option(*cmd, options.format);
   cmd->add_option("--seed", options.seed, "Seed of the random inputs")->default_str("0");
   cmd->add_option("--budget-ms", options.budget_ms, "Time budget of the timed calls per case")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositive)
       ->default_str("100");
   cmd->add_option("--warmup-ms", options.warmup_ms, "Warm-up time per case")
       ->check(CLI::NonNegativeNumber)
       ->default_str("25");
   cmd->add_option("--min-iters", options.min_iters,
                   "Fewest timed calls per case (default 10 on a GPU, 3 on the CPU)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--max-iters", options.max_iters, "Most timed calls per case")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositive)
       ->default_str("200");
   cmd->add_option("--json", options.json_path,
                   "Also write the results as JSON to this file (whatever --format is)");

@@ -4,9 +4,11 @@
 
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "cli.h"
 #include "tileops/core/error.h"
+#include "tileops/target/target.h"
 
 int main(int argc, char** argv) {
   using namespace tileops::cli;
@@ -29,11 +31,26 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // CLI11 checks "a subcommand is required" before it reports unexpected arguments, so
+    // `tileops lst` or `tileops --frob` would only hear that a subcommand is required: name the
+    // word that was not understood instead.
+    if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr && app.get_subcommands().empty() &&
+        !app.remaining().empty()) {
+      const std::string word = app.remaining().front();
+      fmt::print(stderr,
+                 "tileops: error: unknown {} '{}' (subcommands: list, describe, bench, "
+                 "calibrate; see `tileops --help`)\n",
+                 word.starts_with('-') ? "option" : "subcommand", word);
+      return kExitUsage;
+    }
     const int code = app.exit(e);
     return code == 0 ? 0 : kExitUsage;
   }
 
   try {
+    // Plugins register targets when loaded, and the library loads them only when the first op
+    // is constructed: load them now so that `list`, `describe` and `bench --target` see them.
+    tileops::load_backends();
     if (list->parsed()) return run_list(list_options);
     if (describe->parsed()) return run_describe(describe_options);
     if (bench->parsed()) return run_bench(bench_options);
