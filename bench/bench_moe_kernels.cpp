@@ -13,11 +13,10 @@
 //     K=2048, with 16 (512 tokens x 8 / 256) and 128 (4096 tokens x 8 / 256) rows per expert
 //   Qwen3-30B-A3B (E=128, H=2048, F=768, top-8, 4096 tokens: 256 rows per expert): gate_up
 //     N=1536 K=2048 silu_and_mul, down N=2048 K=768
-// By default each GEMM shape runs the default configuration, its twin with the TMA store epilogue
-// (",tma_store=1") and the first configuration of the other tensor-core variant (wgmma / mma); the
-// two large shapes (e256_*, e128_*) also run every thread-block-cluster configuration of their
-// tuning space (names ending in ",cluster_m=2").
-// Environment:
+// By default each GEMM shape runs the default configuration, its twin with the other epilogue
+// (",tma_store=1" or not) and the first configuration of the other tensor-core variant (wgmma /
+// mma); the two large shapes (e256_*, e128_*) also run every thread-block-cluster configuration of
+// their tuning space (names ending in ",cluster_m=2"). Environment:
 //   TILEOPS_BENCH_REPS=N    repetitions (default 21 for the GEMMs over 10 TFLOP, else 51)
 //   TILEOPS_BENCH_TUNE=1    every configuration of each GEMM shape's tuning space
 //   TILEOPS_BENCH_FLUSH=none  no L2 flush
@@ -390,11 +389,11 @@ void register_all(bool tune) {
         break;
       }
     }
-    // The default's twin with the TMA store epilogue, where the space has one.
+    // The default's twin with the other epilogue (TMA store or stores from registers).
     for (const auto& g : space) {
       ck::GroupedGemmConfig twin = g;
-      twin.tma_store = false;
-      if (g.tma_store && twin == space.front()) add(g);
+      twin.tma_store = !g.tma_store;
+      if (twin == space.front()) add(g);
     }
     if (c.clusters) {
       for (const auto& g : space)

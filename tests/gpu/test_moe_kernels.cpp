@@ -650,6 +650,14 @@ TEST(MoeGroupedGemm, InvalidArguments) {
   nokernel = wgmma_config();
   nokernel.cluster_m = 4;
   EXPECT_THROW(ck::launch_grouped_gemm(a, nokernel, nullptr), tileops::SignatureError);
+  // The TMA store epilogue exists for the wgmma kernels without clusters only.
+  nokernel = mma_config();
+  nokernel.tma_store = true;
+  EXPECT_THROW(ck::launch_grouped_gemm(a, nokernel, nullptr), tileops::SignatureError);
+  nokernel = wgmma_config();
+  nokernel.cluster_m = 2;
+  nokernel.tma_store = true;
+  EXPECT_THROW(ck::launch_grouped_gemm(a, nokernel, nullptr), tileops::SignatureError);
   // Empty problems launch nothing (null pointers are then fine).
   GroupedGemmArgs empty;
   empty.M = 0;

@@ -287,10 +287,11 @@ bool has_kernel(const GroupedGemmConfig& c) {
   return c.blocks_per_sm >= 0 && std::find(list.begin(), list.end(), base) != list.end();
 }
 
-GroupedGemmConfig find_config(GroupedGemmVariant v, int bm, int bn, int stages) {
+GroupedGemmConfig find_config(GroupedGemmVariant v, int bm, int bn, int stages,
+                              bool tma_store = false) {
   for (const GroupedGemmConfig& c : variant_configs(v))
     if (c.block_m == bm && c.block_n == bn && c.stages == stages && c.cluster_m == 1 &&
-        !c.tma_store)
+        c.tma_store == tma_store)
       return c;
   return moe_detail::simt_configs().front();
 }
@@ -312,11 +313,17 @@ GroupedGemmConfig mma_default(const GroupedGemmArgs& a) {
   return find_config(GroupedGemmVariant::mma, 128, 256, 3);
 }
 
+// 128-row tiles store through the TMA epilogue (measured on an H200: 618 -> 653 TFLOP/s on
+// E=256 x 1024 rows, N=4096, K=6144; 413 -> 569 on the Qwen3-30B down projection); 64-row tiles
+// (at most 64 rows per expert on average, mostly partial tiles that store from registers anyway)
+// do not (67.1 -> 66.1 TFLOP/s at 16 rows per expert). docs/perf/2026-11-29-h200-moe.md.
 GroupedGemmConfig wgmma_default(const GroupedGemmArgs& a) {
   const int64_t per_expert = a.M / std::max<int64_t>(a.E, 1);
   const int bm = per_expert <= 64 ? 64 : 128;
-  if (a.N <= 128) return find_config(GroupedGemmVariant::wgmma, bm, 128, bm == 64 ? 8 : 6);
-  return find_config(GroupedGemmVariant::wgmma, bm, 256, bm == 64 ? 5 : 4);
+  const bool tma_store = bm == 128;
+  if (a.N <= 128)
+    return find_config(GroupedGemmVariant::wgmma, bm, 128, bm == 64 ? 8 : 6, tma_store);
+  return find_config(GroupedGemmVariant::wgmma, bm, 256, bm == 64 ? 5 : 4, tma_store);
 }
 
 }  // namespace
