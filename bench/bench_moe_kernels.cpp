@@ -13,6 +13,7 @@
 //     K=2048, with 16 (512 tokens x 8 / 256) and 128 (4096 tokens x 8 / 256) rows per expert
 //   Qwen3-30B-A3B (E=128, H=2048, F=768, top-8, 4096 tokens: 256 rows per expert): gate_up
 //     N=1536 K=2048 silu_and_mul, down N=2048 K=768
+//   the DeepSeek-V3 4096-token shapes again with ragged rows per expert (random routing, "random")
 // By default each GEMM shape runs the default configuration, its twin with the other epilogue
 // (",tma_store=1" or not) and the first configuration of the other tensor-core variant (wgmma /
 // mma); the two large shapes (e256_*, e128_*) also run every thread-block-cluster configuration of
@@ -37,6 +38,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -219,7 +221,27 @@ struct GemmCase {
   int64_t E, rows_per_expert, N, K;
   ck::MoeActivation act;
   bool clusters = false;  ///< also time the cluster_m > 1 configurations by default
+  /// Rows drawn per expert as by random routing (each of the E * rows_per_expert rows to a
+  /// uniformly random expert, a fixed seed) instead of exactly rows_per_expert; times every
+  /// wgmma configuration without clusters (which tile height wastes least on ragged experts).
+  bool random_rows = false;
 };
+
+// Expert offsets of the case: uniform, or (random_rows) the prefix sums of a seeded multinomial.
+std::vector<int32_t> gemm_offsets(const GemmCase& c) {
+  std::vector<int64_t> counts(static_cast<size_t>(c.E), c.rows_per_expert);
+  if (c.random_rows) {
+    std::fill(counts.begin(), counts.end(), 0);
+    std::mt19937_64 rng(20261129);
+    std::uniform_int_distribution<int64_t> pick(0, c.E - 1);
+    for (int64_t r = 0; r < c.E * c.rows_per_expert; ++r) ++counts[static_cast<size_t>(pick(rng))];
+  }
+  std::vector<int32_t> offsets(static_cast<size_t>(c.E + 1), 0);
+  for (int64_t e = 0; e < c.E; ++e)
+    offsets[static_cast<size_t>(e + 1)] =
+        offsets[static_cast<size_t>(e)] + static_cast<int32_t>(counts[static_cast<size_t>(e)]);
+  return offsets;
+}
 
 double gemm_flops(const GemmCase& c) {
   return 2.0 * static_cast<double>(c.E * c.rows_per_expert) * static_cast<double>(c.N) *
@@ -242,9 +264,7 @@ void bench_gemm(benchmark::State& state, GemmCase c, ck::GroupedGemmConfig cfg) 
   CaseBuffers& buf = CaseBuffers::get(key);
   ck::GroupedGemmArgs a = gemm_shape(c);
   const int64_t n_out = c.act == ck::MoeActivation::none ? c.N : c.N / 2;
-  std::vector<int32_t> offsets(static_cast<size_t>(c.E + 1));
-  for (int64_t e = 0; e <= c.E; ++e)
-    offsets[static_cast<size_t>(e)] = static_cast<int32_t>(e * c.rows_per_expert);
+  const std::vector<int32_t> offsets = gemm_offsets(c);
   a.a = buf.random("a", static_cast<size_t>(a.M * c.K) * 2, DType::bfloat16, 0.05f, 1.0f);
   a.b = buf.random("b", static_cast<size_t>(c.E * c.N * c.K) * 2, DType::bfloat16, 0.05f, 1.0f);
   a.c = buf.zeros("c", static_cast<size_t>(a.M * n_out) * 2);
@@ -372,6 +392,9 @@ void register_all(bool tune) {
       {"dsv3_down_r128_n7168_k2048", 256, 128, 7168, 2048, A::none},
       {"qwen3_30b_gate_up_r256_n1536_k2048_silu", 128, 256, 1536, 2048, A::silu_and_mul},
       {"qwen3_30b_down_r256_n2048_k768", 128, 256, 2048, 768, A::none},
+      {"dsv3_gate_up_r128random_n4096_k7168_silu", 256, 128, 4096, 7168, A::silu_and_mul, false,
+       true},
+      {"dsv3_down_r128random_n7168_k2048", 256, 128, 7168, 2048, A::none, false, true},
   };
   for (const GemmCase& c : gemm_cases) {
     const ck::GroupedGemmArgs shape = gemm_shape(c);
@@ -398,6 +421,10 @@ void register_all(bool tune) {
     if (c.clusters) {
       for (const auto& g : space)
         if (g.cluster_m > 1) add(g);
+    }
+    if (c.random_rows) {
+      for (const auto& g : space)
+        if (g.variant == ck::GroupedGemmVariant::wgmma && g.cluster_m == 1) add(g);
     }
     if (tune) {
       for (const auto& g : space)
