@@ -7,6 +7,7 @@
 #   MOE_CHECK_TARGETS="t1 t2"   build only these targets (default: all)
 #   MOE_CHECK_GTEST_FILTER=F    run tileops_gpu_tests --gtest_filter=F instead of ctest -L gpu
 #   MOE_CHECK_BENCH_FILTER=R    bench_moe_kernels --benchmark_filter=R
+#   MOE_CHECK_OPS_ARGS="..."    ops and --workload options of `tileops bench` (default: all MoE)
 #   MOE_CHECK_OPS=0             skip `tileops bench`;  MOE_CHECK_PEERS=0  skip peers_moe.py
 #   MOE_CHECK_PEERS_ARGS="..."  arguments of peers_moe.py (e.g. --only gemm)
 set -uo pipefail
@@ -47,12 +48,14 @@ else
 fi
 run "bench_moe_kernels" 200 kernels.log -- "$build/bench/bench_moe_kernels" \
   --benchmark_filter="${MOE_CHECK_BENCH_FILTER:-.}"
-[[ "${MOE_CHECK_OPS:-1}" != 0 ]] && run "tileops bench moe" 100 ops.log -- "$build/tools/cli/tileops" bench MoETopKRoutingFwdOp \
-  MoEPrePermuteFwdOp MoEPostPermuteFwdOp MoEGroupedGemmFwdOp MoEExpertMLPFwdOp \
-  FusedMoEExpertsFwdOp FusedMoEFwdOp --device cuda --budget-ms 40 \
-  --workload deepseek-v3-4k --workload qwen3-30b-4k --workload deepseek-v3-decode \
-  --workload deepseek-v3-ep8-512 --workload qwen3-gate-up-64t --workload dsv3-gate-up-512t \
-  --workload qwen3-64t --workload qwen3-30b-4096t --workload qwen3-30b-64t --workload dsv3-512t
+default_ops="MoETopKRoutingFwdOp MoEPrePermuteFwdOp MoEPostPermuteFwdOp MoEGroupedGemmFwdOp \
+  MoEExpertMLPFwdOp FusedMoEExpertsFwdOp FusedMoEFwdOp --workload deepseek-v3-4k \
+  --workload qwen3-30b-4k --workload deepseek-v3-decode --workload deepseek-v3-ep8-512 \
+  --workload qwen3-gate-up-64t --workload dsv3-gate-up-512t --workload qwen3-64t \
+  --workload qwen3-30b-4096t --workload qwen3-30b-64t --workload dsv3-512t"
+# shellcheck disable=SC2086 # word splitting of the op and workload list is intended
+[[ "${MOE_CHECK_OPS:-1}" != 0 ]] && run "tileops bench moe" 200 ops.log -- \
+  "$build/tools/cli/tileops" bench ${MOE_CHECK_OPS_ARGS:-$default_ops} --device cuda --budget-ms 40
 [[ "${MOE_CHECK_PEERS:-1}" != 0 ]] && run "peers_moe.py" 100 peers.log -- python3 bench/peers_moe.py ${MOE_CHECK_PEERS_ARGS:-}
 echo "== summary"
 cat "$logs/info.txt"

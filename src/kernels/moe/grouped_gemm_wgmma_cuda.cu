@@ -805,6 +805,7 @@ const Entry kEntries[] = {
     // The TMA store epilogue (full 64-row halves of a tile through two 8 KB buffers per consumer
     // warpgroup): the same tiles and stages, 16 KB more per consumer warpgroup.
     entry<128, 256, 4, 1, true>(),  // 224 KB
+    entry<128, 256, 3, 1, true>(),  // 176 KB
     entry<128, 128, 6, 1, true>(),
     entry<64, 256, 5, 1, true>(),
     // Clusters of 2 blocks on consecutive m-tiles of one expert and n-tile: each block loads
