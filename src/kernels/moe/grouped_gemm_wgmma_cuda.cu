@@ -540,6 +540,25 @@ __global__ void __launch_bounds__(WgShape<BM, BN, STAGES, TS>::kThreads, 1)
       }
 #pragma unroll
       for (int i = 0; i < R; ++i) acc[i] = 0.f;
+      // A warpgroup none of whose 64 rows belongs to the expert (the short last m-tile of an
+      // expert) takes part in the ring without issuing its MMAs: it releases each stage as soon
+      // as it is full, and the other warpgroup has the tensor cores to itself.
+      if (rows <= cw * 64) {
+        for (int kt = 0; kt < KT; ++kt) {
+          mbar_wait(full_bar + 8 * stage, phase);
+          __syncwarp();
+          if constexpr (CL == 1) {
+            if (lane == 0) mbar_arrive(empty_bar + 8 * stage);
+          } else {
+            if (lane < CL) mbar_arrive_cluster(empty_bar + 8 * stage, static_cast<uint32_t>(lane));
+          }
+          if (++stage == STAGES) {
+            stage = 0;
+            phase ^= 1u;
+          }
+        }
+        continue;
+      }
       int prev = -1;
       for (int kt = 0; kt < KT; ++kt) {
         mbar_wait(full_bar + 8 * stage, phase);
