@@ -225,6 +225,9 @@ TEST_F(CliTest, BenchUnwritableJsonIsAUsageError) {
       tileops(bench({"MoEGroupedGemmFwdOp", "--workload", "glm5-up-1024", "--json", path}));
   EXPECT_EQ(r.exit_code, kExitUsage) << r;
   EXPECT_THAT(r.err, HasSubstr("tileops: error: --json " + path + ": cannot be written")) << r;
+  // Refused before any case runs: no progress line, no table.
+  EXPECT_EQ(r.err.find("[1/"), std::string::npos) << r;
+  EXPECT_TRUE(r.out.empty()) << r;
 }
 
 // The plugin of tests/plugin registers target "plugged", which serves RMSNormFwdOp by writing 7s.

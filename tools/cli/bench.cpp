@@ -486,6 +486,16 @@ int run_bench(const BenchOptions& options) {
                                    join(options.workloads, ", ")));
   }
 
+  // The --json file is opened before any case runs, so an unwritable path fails at once rather
+  // than after the whole bench.
+  const auto close_file = [](std::FILE* f) { std::fclose(f); };
+  std::unique_ptr<std::FILE, decltype(close_file)> json_file(nullptr, close_file);
+  if (!options.json_path.empty()) {
+    json_file.reset(std::fopen(options.json_path.c_str(), "w"));
+    if (json_file == nullptr)
+      throw UsageFailure(fmt::format("--json {}: cannot be written", options.json_path));
+  }
+
   const perf::HardwareProfile& profile = perf::profile_for(device);
   for (std::size_t k = 0; k < cases.size(); ++k) {
     const auto& [schema, wc] = cases[k];
@@ -557,13 +567,9 @@ int run_bench(const BenchOptions& options) {
       fmt::print("{}", render_csv(full_table(results)));
       break;
   }
-  if (!options.json_path.empty()) {
-    std::FILE* f = std::fopen(options.json_path.c_str(), "w");
-    if (f == nullptr)
-      throw UsageFailure(fmt::format("--json {}: cannot be written", options.json_path));
-    fmt::print(f, "{}",
+  if (json_file != nullptr) {
+    fmt::print(json_file.get(), "{}",
                json_document(options, device, profile, results, pass, fail, error, other, skipped));
-    std::fclose(f);
   }
   if (!options.quiet && options.format != Format::table) fmt::print(stderr, "{}\n", summary);
   return fail + error > 0 ? kExitFailure : 0;
