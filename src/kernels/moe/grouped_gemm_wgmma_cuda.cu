@@ -25,7 +25,8 @@
 // cluster_m = 2 (opt-in): clusters of 2 blocks; the scheduler's units are pairs of consecutive
 // m-tiles of one expert and one n-tile (cursor over tiles of 2 * block_m rows), cluster c walks
 // units c, c + clusters, ... and block rank r takes m-tile r of the pair (r = 1 past the expert's
-// last m-tile: runs the unit on the first block's rows and stores nothing). Each producer loads
+// last m-tile: its producer loads the first block's rows, its consumers take part in the pipeline
+// without MMAs and it stores nothing). Each producer loads
 // its own A tile and B half r (the gate / up half when gated) with a TMA multicast into both
 // blocks, so the B tile comes from L2 once per pair. A stage's full barrier expects the whole
 // stage (A + both halves, from the two producers); its empty barrier takes one arrival per
@@ -437,8 +438,8 @@ __global__ void __launch_bounds__(WgShape<BM, BN, STAGES, TS>::kThreads, 1)
   const int KT = (K + 63) / 64;
   const bool is_gated = p.act != kActNone;
   // The scheduler's units: CL m-tiles of one expert and one n-tile; with CL = 2 the cluster's
-  // blocks take the unit's m-tiles by rank (a missing second m-tile: the block runs the unit
-  // without storing, rows 0).
+  // blocks take the unit's m-tiles by rank (a missing second m-tile: rows 0, the block's
+  // consumers drain the pipeline without MMAs and store nothing).
   int rank = 0;
   if constexpr (CL > 1) rank = static_cast<int>(cluster_ctarank());
 
