@@ -10,6 +10,10 @@
 // Environment:
 //   TILEOPS_BENCH_REPS=N    repetitions (default 51)
 //   TILEOPS_BENCH_TUNE=1    also time every configuration of each shape's tuning space
+//   TILEOPS_BENCH_STAGED=1  also time the shared-memory-staged RMSNorm kernel (staged_rows, sm_90
+//                           only, in no tuning space): per shape, the most stages that fit one
+//                           block a multiprocessor (1024 threads at most), and two blocks a
+//                           multiprocessor (512 threads at most), where 2 stages fit
 //   TILEOPS_BENCH_FLUSH=... "memset" (default), "memset+read" (then also read 128 MB of the
 //                           flush buffer back to the host, so that no dirty flush lines are left in
 //                           L2 to be written back during the timed kernel), or "none"
@@ -350,7 +354,28 @@ void finish(benchmark::internal::Benchmark* b) {
       });
 }
 
-void register_all(bool tune) {
+// The staged configurations to time next to the defaults: one block a multiprocessor with the
+// most stages that fit (a thread per vector of the row, up to 1024), and two blocks with half the
+// shared memory each (up to 512 threads each, so that both fit at once).
+std::vector<ck::RmsNormConfig> staged_configs(const RmsCase& c) {
+  std::vector<ck::RmsNormConfig> out;
+  const int64_t nvec = c.cols * static_cast<int64_t>(tileops::element_size(c.dtype)) / 16;
+  for (const int per_sm : {1, 2}) {
+    const int stages = ck::rms_norm_staged_max_rows(c.cols, c.dtype, c.fused, per_sm);
+    if (stages < 2) continue;
+    const int64_t max_threads = per_sm == 1 ? 1024 : 512;
+    ck::RmsNormConfig cfg;
+    cfg.threads = static_cast<int>(std::clamp<int64_t>((nvec + 31) / 32 * 32, 32, max_threads));
+    cfg.rows_per_block = 1;
+    cfg.vecs_per_thread = 0;
+    cfg.blocks_per_sm = per_sm;
+    cfg.staged_rows = stages;
+    out.push_back(cfg);
+  }
+  return out;
+}
+
+void register_all(bool tune, bool staged) {
   int device = 0;
   cudaGetDevice(&device);
   // Copies of the byte counts of the cases below (bf16 [2048, 16384] read + write: 134 MB;
@@ -373,6 +398,11 @@ void register_all(bool tune) {
   for (const RmsCase& c : rms_cases) {
     finish(benchmark::RegisterBenchmark(rms_name(c).c_str(), bench_rms, c,
                                         std::optional<ck::RmsNormConfig>{}));
+    if (staged) {
+      for (const auto& cfg : staged_configs(c))
+        finish(benchmark::RegisterBenchmark((rms_name(c) + "/" + cfg.str()).c_str(), bench_rms, c,
+                                            std::optional<ck::RmsNormConfig>{cfg}));
+    }
     if (!tune) continue;
     for (const auto& cfg : ck::rms_norm_tuning_space(c.rows, c.cols, c.dtype, device))
       finish(benchmark::RegisterBenchmark((rms_name(c) + "/" + cfg.str()).c_str(), bench_rms, c,
@@ -407,8 +437,11 @@ int main(int argc, char** argv) {
     std::printf("bench_cuda_kernels: no CUDA device, nothing to measure\n");
     return 0;
   }
-  const char* tune = std::getenv("TILEOPS_BENCH_TUNE");
-  register_all(tune != nullptr && tune[0] != '\0' && tune[0] != '0');
+  const auto flag = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v != nullptr && v[0] != '\0' && v[0] != '0';
+  };
+  register_all(flag("TILEOPS_BENCH_TUNE"), flag("TILEOPS_BENCH_STAGED"));
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -41,6 +41,7 @@ TEST(RmsNormKernels, RequiresCuda) {
 using tileops::DType;
 using tileops::cuda_kernels::launch_rms_norm;
 using tileops::cuda_kernels::rms_norm_default_config;
+using tileops::cuda_kernels::rms_norm_staged_max_rows;
 using tileops::cuda_kernels::rms_norm_tuning_space;
 using tileops::cuda_kernels::RmsNormArgs;
 using tileops::cuda_kernels::RmsNormConfig;
@@ -538,6 +539,138 @@ TEST(RmsNormKernels, EmptyAndInvalid) {
   std::vector<unsigned char> host(buf.bytes);
   CUDA_OK(cudaMemcpy(host.data(), buf.ptr, buf.bytes, cudaMemcpyDeviceToHost));
   EXPECT_TRUE(std::all_of(host.begin(), host.end(), [](unsigned char b) { return b == 0xFF; }));
+}
+
+RmsNormConfig make_staged(int threads, int stages, int blocks_per_sm) {
+  RmsNormConfig c;
+  c.threads = threads;
+  c.rows_per_block = 1;
+  c.vecs_per_thread = 0;
+  c.blocks_per_sm = blocks_per_sm;
+  c.staged_rows = stages;
+  return c;
+}
+
+// The shared-memory-staged kernel (staged_rows = D; sm_90 only) with D = 2, 4 and the most that
+// fit one or two blocks a multiprocessor, several block sizes (also not powers of two), the
+// occupancy's grid, more blocks than fit at once and the balanced grid; on the benchmark shape,
+// long rows, rows of a vector count that is no multiple of the threads, y == x, strided rows, a
+// single row and fewer rows than blocks.
+TEST(RmsNormKernels, StagedConfigs) {
+  SKIP_WITHOUT_GPU();
+  int device = 0;
+  int major = 0;
+  CUDA_OK(cudaGetDevice(&device));
+  CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  if (major != 9) GTEST_SKIP() << "the staged kernel needs a device of compute capability 9.x";
+  struct Case {
+    int64_t rows, cols, xs, rs, ys;  // strides: 0 is cols (multiples of 16 bytes for every dtype)
+    bool in_place;
+  };
+  const Case cases[] = {{2048, 4096, 0, 0, 0, false},       {3, 16384, 0, 0, 0, false},
+                        {300, 1000, 0, 0, 0, false},        {41, 4104, 0, 0, 0, false},
+                        {37, 4096, 0, 0, 0, true},          {64, 4096, 4104, 4112, 4352, false},
+                        {33, 1000, 1008, 1024, 1016, true}, {1, 4096, 0, 0, 0, false},
+                        {7, 8192, 0, 0, 0, false}};
+  uint64_t seed = 2100;
+  for (const DType dtype : kDtypes)
+    for (const bool fused : {false, true})
+      for (const Case& k : cases) {
+        const int max1 = rms_norm_staged_max_rows(k.cols, dtype, fused, 1);
+        const int max2 = rms_norm_staged_max_rows(k.cols, dtype, fused, 2);
+        if (max1 < 2) continue;  // fp32 fused [3, 16384]: refused (StagedInvalid)
+        std::vector<std::optional<RmsNormConfig> > configs = {
+            make_staged(256, 2, 0), make_staged(1024, max1, 1), make_staged(96, max1, 1),
+            make_staged(64, 2, 8)};  // more blocks than fit when 2 stages do not fit 8 times
+        if (max1 >= 4) configs.emplace_back(make_staged(128, 4, 1));
+        if (max2 >= 2) configs.emplace_back(make_staged(512, max2, 2));
+        RmsNormConfig balanced = make_staged(256, std::min(max1, 3), 1);
+        balanced.grid = tileops::cuda_kernels::RmsGrid::balanced;
+        configs.emplace_back(balanced);
+        RmsProblem p;
+        p.dtype = dtype;
+        p.rows = k.rows;
+        p.cols = k.cols;
+        p.fused = fused;
+        p.x_stride = k.xs;
+        p.r_stride = k.rs;
+        p.y_stride = k.ys;
+        p.in_place = k.in_place;
+        p.seed = ++seed;
+        ASSERT_NO_FATAL_FAILURE(check_problem(p, configs));
+      }
+}
+
+// The staged kernel refuses (SignatureError, nothing written) what it cannot serve: unaligned
+// pointers or row strides, rows of no multiple of 16 bytes, rows too long for the weight and 2
+// stages, and the register-resident fields; it is in no tuning space.
+TEST(RmsNormKernels, StagedInvalid) {
+  SKIP_WITHOUT_GPU();
+  DeviceBuffer buf(8 << 20);
+  ASSERT_NE(buf.ptr, nullptr);
+  CUDA_OK(cudaMemset(buf.ptr, 0xFF, buf.bytes));
+  RmsNormArgs a;
+  a.x = buf.at(0);
+  a.weight = buf.at(size_t{1} << 20);
+  a.y = buf.at(size_t{4} << 20);
+  a.residual = nullptr;
+  a.rows = 4;
+  a.cols = 4096;
+  a.x_row_stride = a.y_row_stride = a.residual_row_stride = 4096;
+  a.dtype = DType::bfloat16;
+  const RmsNormConfig staged = make_staged(256, 4, 1);
+  const auto refused = [&](const RmsNormArgs& args, const RmsNormConfig& c) {
+    EXPECT_THROW(launch_rms_norm(args, c, nullptr), tileops::SignatureError) << c.str();
+  };
+  RmsNormArgs b = a;
+  b.x = buf.at(2);  // x one element off
+  refused(b, staged);
+  b = a;
+  b.residual = buf.at((size_t{2} << 20) + 2);  // residual one element off
+  refused(b, staged);
+  b = a;
+  b.x_row_stride = 4100;  // 8200 bytes
+  refused(b, staged);
+  b = a;
+  b.cols = b.x_row_stride = b.y_row_stride = 40000;  // weight + 2 stages of 80000 bytes
+  refused(b, make_staged(256, 2, 1));
+  b = a;
+  b.cols = 100;  // 200 bytes
+  b.x_row_stride = b.y_row_stride = 104;
+  refused(b, make_staged(256, 2, 1));
+  b = a;
+  b.dtype = DType::float32;
+  b.cols = b.x_row_stride = b.y_row_stride = b.residual_row_stride = 16384;  // fused: 2 x 64 KB
+  b.residual = buf.at(size_t{2} << 20);
+  EXPECT_EQ(rms_norm_staged_max_rows(16384, DType::float32, true, 1), 0);
+  refused(b, make_staged(256, 2, 1));
+  RmsNormConfig bad = staged;
+  bad.staged_rows = 1;
+  refused(a, bad);
+  bad = staged;
+  bad.vecs_per_thread = 4;
+  refused(a, bad);
+  bad = staged;
+  bad.rows_per_block = 2;
+  refused(a, bad);
+  bad = staged;
+  bad.grid = tileops::cuda_kernels::RmsGrid::all;
+  refused(a, bad);
+  bad = staged;
+  bad.vec_bytes = 2;
+  refused(a, bad);
+  bad = staged;
+  bad.threads = 48;
+  refused(a, bad);
+  CUDA_OK(cudaDeviceSynchronize());
+  std::vector<unsigned char> host(buf.bytes);
+  CUDA_OK(cudaMemcpy(host.data(), buf.ptr, buf.bytes, cudaMemcpyDeviceToHost));
+  EXPECT_TRUE(std::all_of(host.begin(), host.end(), [](unsigned char v) { return v == 0xFF; }));
+  EXPECT_NE(staged.str().find(",staged_rows=4"), std::string::npos) << staged.str();
+  for (const DType dtype : kDtypes)
+    for (const int64_t cols : kCols)
+      for (const auto& c : rms_norm_tuning_space(2048, cols, dtype, 0))
+        EXPECT_EQ(c.staged_rows, 0) << c.str();
 }
 
 // The defaults are members of their tuning spaces and every member is a valid configuration.

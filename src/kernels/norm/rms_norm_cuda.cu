@@ -26,6 +26,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -632,6 +633,272 @@ __global__ void __launch_bounds__(kStreamingMaxThreads)
 }
 
 // ---------------------------------------------------------------------------------------------
+// Staged kernel (RmsNormConfig::staged_rows = D >= 2, sm_90a): rows of a multiple of 16 bytes,
+// every pointer and row stride 16-byte aligned (the host checks; no scalar tail, no fallback).
+//
+// Each block of a persistent grid walks its rows (blockIdx.x, + gridDim.x, ...) one at a time,
+// all its threads on one row. The rows wait in a ring of D shared-memory stages (x, then the
+// residual when fused), each filled by 1D bulk copies (cp.async.bulk, the TMA engine) that thread
+// 0 issues with mbarrier.arrive.expect_tx on the stage's "full" mbarrier; the weight is copied
+// once, into its own slot, before the first row. Per row every thread:
+//   1. waits on the stage's full barrier (phase parity flips each lap of the ring);
+//   2. reads its 16-byte vectors of the stage (thread t: vectors t, t + threads, ...), fused adds
+//      the residual and rounds to T (written back to global), and sums the squares in fp32;
+//   3. reduces over the block: warp shuffles, one float per warp into red[row & 1], __syncthreads,
+//      then every warp sums the warps' floats by shuffles (the same order in every warp);
+//   4. reads the stage again (and the weight slot) and stores y with 16-byte st.global.
+// No "empty" barriers: the __syncthreads of step 3 of row i is passed by every thread only after
+// it finished row i - 1, so right after it thread 0 refills row i - 1's stage with row i - 1 + D.
+// The same barrier protects red: red[i & 1] is rewritten at row i + 2, after the barrier of row
+// i + 1, which no thread passes before it has read red[i & 1] at row i. The stages are only ever
+// written by the async proxy and read by the generic one, so no proxy fence is needed (the
+// refill of a stage follows the generic reads of it through the barrier, as in TMA pipelines).
+// y == x is fine: row r of y is written only after its bulk copy completed (the full barrier).
+
+// Shared memory of a block, in bytes from the base of the dynamic shared memory: the weight slot,
+// D stages (x slot, then the residual slot when fused; slots are the row rounded to 128 bytes),
+// D + 1 mbarriers (the stages' full barriers, then the weight's), 2 x 32 floats of reduction.
+struct StagedLayout {
+  uint32_t row_bytes;
+  uint32_t slot_bytes;
+  uint32_t stage_bytes;
+  uint32_t stages;
+  uint32_t stage_off;
+  uint32_t bar_off;
+  uint32_t red_off;
+  uint32_t total;
+};
+
+// Shared memory a block of sm_90 can have (227 KB), that a multiprocessor has (228 KB), and that
+// the runtime reserves per block (1 KB).
+constexpr int64_t kSm90SmemPerBlock = 232448;
+constexpr int64_t kSm90SmemPerSm = 233472;
+constexpr int64_t kSmemReservedPerBlock = 1024;
+
+constexpr int64_t staged_round_up(int64_t a, int64_t b) {
+  return (a + b - 1) / b * b;
+}
+
+// The bytes of the layout (int64: no overflow for any row length the launch accepts).
+constexpr int64_t staged_smem_bytes(int64_t row_bytes, int64_t stages, bool fused) {
+  const int64_t slot = staged_round_up(row_bytes, 128);
+  const int64_t bars = staged_round_up(8 * (stages + 1), 16);
+  return slot + stages * slot * (fused ? 2 : 1) + bars + 2 * 32 * 4;
+}
+
+// Only for sizes that staged_smem_bytes says fit (well under 4 GB).
+constexpr StagedLayout staged_layout(int64_t row_bytes, int64_t stages, bool fused) {
+  StagedLayout l{};
+  l.row_bytes = static_cast<uint32_t>(row_bytes);
+  l.slot_bytes = static_cast<uint32_t>(staged_round_up(row_bytes, 128));
+  l.stage_bytes = l.slot_bytes * (fused ? 2u : 1u);
+  l.stages = static_cast<uint32_t>(stages);
+  l.stage_off = l.slot_bytes;
+  l.bar_off = l.stage_off + l.stages * l.stage_bytes;
+  l.red_off = l.bar_off + static_cast<uint32_t>(staged_round_up(8 * (stages + 1), 16));
+  l.total = l.red_off + 2 * 32 * 4;
+  return l;
+}
+static_assert(staged_layout(8192, 27, false).total == staged_smem_bytes(8192, 27, false));
+
+// The stage body and its PTX wrappers exist for the host pass and for sm_90a; any other device
+// target (such as the compute_90a PTX also embedded) gets a trapping stub.
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define TILEOPS_RMS_STAGED_BODY 1
+#else
+#define TILEOPS_RMS_STAGED_BODY 0
+#endif
+
+#if TILEOPS_RMS_STAGED_BODY
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+
+// Makes the initialized barriers visible to the async proxy (the bulk copies' complete_tx).
+__device__ __forceinline__ void fence_mbarrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+// The producer's arrival: the phase completes once `bytes` more have arrived.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+
+// Waits for the completion of the phase of parity `parity` (acquire: the copied bytes are then
+// visible to the waiting thread).
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n"
+        "}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (done == 0);
+}
+
+// 1D bulk copy of `bytes` (a multiple of 16; both addresses 16-byte aligned) from global memory
+// into this block's shared memory, completing on the mbarrier `bar`.
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes,
+                                          uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
+          "r"(dst),
+      "l"(src), "r"(bytes), "r"(bar)
+      : "memory");
+}
+#endif  // TILEOPS_RMS_STAGED_BODY
+
+// A 16-byte st.global (st.global.wb.v4: the plain store; a cast store came out as 4 x 32 bits
+// from this kernel's loops).
+__device__ __forceinline__ void store16(void* p, const uint4& v) {
+  __stwb(reinterpret_cast<uint4*>(p), v);
+}
+
+// Vector j of a staged row: x, or fused T(x + residual) (fp32 sum, one rounding), packed.
+template <typename T, bool kFused>
+__device__ __forceinline__ Raw<T, 16 / sizeof(T)> staged_vec(const unsigned char* stage,
+                                                             uint32_t slot_bytes, int j) {
+  constexpr int VEC = 16 / static_cast<int>(sizeof(T));
+  using V = Raw<T, VEC>;
+  const V x = *reinterpret_cast<const V*>(stage + 16 * j);
+  if constexpr (!kFused) {
+    return x;
+  } else {
+    const V r = *reinterpret_cast<const V*>(stage + slot_bytes + 16 * j);
+    float a[VEC];
+    float b[VEC];
+    unpack<T, VEC>(x, a);
+    unpack<T, VEC>(r, b);
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) a[e] += b[e];
+    return pack<T, VEC>(a);
+  }
+}
+
+// The sum over the block of every thread's v, in the same order for every thread (see above for
+// when `red` may be reused). One barrier; `after_barrier` runs on every thread right after it.
+template <typename F>
+__device__ __forceinline__ float block_sum(float v, float* red, F&& after_barrier) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  if (lane == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  after_barrier();
+  float s = lane < static_cast<int>(blockDim.x >> 5) ? red[lane] : 0.f;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  return s;
+}
+
+template <typename T, bool kFused>
+__global__ void __launch_bounds__(1024)
+    rms_norm_staged_kernel(const RmsParams p, const StagedLayout l) {
+#if !TILEOPS_RMS_STAGED_BODY
+  // Compiled for a target without the sm_90 features: never launched there (the host checks the
+  // device's compute capability).
+  __trap();
+#else
+  constexpr int VEC = 16 / static_cast<int>(sizeof(T));
+  using V = Raw<T, VEC>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t base = smem_u32(smem);
+  const uint32_t full_bar = base + l.bar_off;  // stage s: full_bar + 8 * s
+  const uint32_t weight_bar = full_bar + 8 * l.stages;
+  float* const red = reinterpret_cast<float*>(smem + l.red_off);
+  const unsigned char* const wsm = smem;
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int nthreads = static_cast<int>(blockDim.x);
+  const int nvec = static_cast<int>(l.row_bytes / 16);
+  const int stages = static_cast<int>(l.stages);
+  const int64_t first = blockIdx.x;
+  const int64_t step = gridDim.x;
+  const int64_t count = (p.rows - first + step - 1) / step;  // >= 1: the grid has <= rows blocks
+  const auto* const x = static_cast<const unsigned char*>(p.x);
+  const auto* const res = static_cast<const unsigned char*>(p.residual);
+  const int64_t x_pitch = p.x_stride * static_cast<int64_t>(sizeof(T));
+  const int64_t r_pitch = p.residual_stride * static_cast<int64_t>(sizeof(T));
+
+  // Thread 0: copies the block's local row i into stage s.
+  const auto fill = [&](int s, int64_t i) {
+    const int64_t row = first + i * step;
+    const uint32_t bar = full_bar + 8 * s;
+    const uint32_t dst = base + l.stage_off + static_cast<uint32_t>(s) * l.stage_bytes;
+    mbar_arrive_expect_tx(bar, kFused ? 2 * l.row_bytes : l.row_bytes);
+    bulk_load(dst, x + row * x_pitch, l.row_bytes, bar);
+    if constexpr (kFused) bulk_load(dst + l.slot_bytes, res + row * r_pitch, l.row_bytes, bar);
+  };
+
+  if (tid == 0) {
+    for (int s = 0; s <= stages; ++s) mbar_init(full_bar + 8 * s, 1);  // s == stages: weight
+    fence_mbarrier_init();
+    mbar_arrive_expect_tx(weight_bar, l.row_bytes);
+    bulk_load(base, p.weight, l.row_bytes, weight_bar);
+    const int64_t ahead = count < stages ? count : stages;
+    for (int64_t i = 0; i < ahead; ++i) fill(static_cast<int>(i), i);
+  }
+  __syncthreads();  // the barriers are initialized before anyone waits on them
+  mbar_wait(weight_bar, 0);
+
+  int s = 0;
+  uint32_t parity = 0;
+  int prev_s = stages - 1;
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t row = first + i * step;
+    const unsigned char* const st = smem + l.stage_off + static_cast<uint32_t>(s) * l.stage_bytes;
+    mbar_wait(full_bar + 8 * s, parity);
+
+    T* const rrow = kFused ? static_cast<T*>(p.residual) + row * p.residual_stride : nullptr;
+    float ss = 0.f;
+#pragma unroll 4
+    for (int j = tid; j < nvec; j += nthreads) {
+      const V v = staged_vec<T, kFused>(st, l.slot_bytes, j);
+      if constexpr (kFused) store16(rrow + j * VEC, v);
+      float f[VEC];
+      unpack<T, VEC>(v, f);
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) ss = fmaf(f[e], f[e], ss);
+    }
+    // Past the barrier every thread has finished row i - 1: its stage takes row i - 1 + D.
+    const int64_t refill = i - 1 + stages;
+    ss = block_sum(ss, red + 32 * (i & 1), [&] {
+      if (tid == 0 && i >= 1 && refill < count) fill(prev_s, refill);
+    });
+    const float inv = rsqrtf(ss * p.inv_cols + p.eps);
+
+    T* const yrow = static_cast<T*>(p.y) + row * p.y_stride;
+#pragma unroll 4
+    for (int j = tid; j < nvec; j += nthreads) {
+      float f[VEC];
+      float g[VEC];
+      unpack<T, VEC>(staged_vec<T, kFused>(st, l.slot_bytes, j), f);
+      unpack<T, VEC>(*reinterpret_cast<const V*>(wsm + 16 * j), g);
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) f[e] = f[e] * inv * g[e];
+      store16(yrow + j * VEC, pack<T, VEC>(f));
+    }
+
+    prev_s = s;
+    if (++s == stages) {
+      s = 0;
+      parity ^= 1u;
+    }
+  }
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
 // Host side.
 
 using KernelFn = void (*)(RmsParams);
@@ -792,6 +1059,70 @@ int max_blocks_per_sm(KernelFn fn, int threads, int device) {
   return blocks;
 }
 
+using StagedFn = void (*)(RmsParams, StagedLayout);
+
+template <typename T>
+StagedFn staged_kernel(bool fused) {
+  return fused ? rms_norm_staged_kernel<T, true> : rms_norm_staged_kernel<T, false>;
+}
+
+StagedFn staged_kernel(DType dtype, bool fused) {
+  switch (dtype) {
+    case DType::float32:
+      return staged_kernel<float>(fused);
+    case DType::float16:
+      return staged_kernel<__half>(fused);
+    case DType::bfloat16:
+      return staged_kernel<__nv_bfloat16>(fused);
+    default:
+      return nullptr;
+  }
+}
+
+// A device attribute, cached per device (attributes: compute capability major, shared memory a
+// block can opt in to).
+int staged_device_attribute(int device, cudaDeviceAttr attr, const char* what) {
+  static std::array<std::array<std::atomic<int>, 2>, kMaxDevices> cache{};
+  const int slot = attr == cudaDevAttrComputeCapabilityMajor ? 0 : 1;
+  const bool cacheable = device >= 0 && device < kMaxDevices;
+  if (cacheable) {
+    const int cached = cache[device][slot].load(std::memory_order_relaxed);
+    if (cached > 0) return cached;
+  }
+  int value = 0;
+  const cudaError_t err = cudaDeviceGetAttribute(&value, attr, device);
+  if (err != cudaSuccess) throw_cuda(err, what);
+  if (cacheable) cache[device][slot].store(value, std::memory_order_relaxed);
+  return value;
+}
+
+// Lets `fn` take up to `optin` bytes of dynamic shared memory on `device` (once per kernel and
+// device: one limit for every launch, whatever its stages), and returns how many of its blocks of
+// `threads` threads and `smem_bytes` bytes fit a multiprocessor.
+int staged_prepare(StagedFn fn, int threads, int smem_bytes, int optin, int device) {
+  static std::mutex mutex;
+  static std::set<std::tuple<const void*, int>> allowed;
+  static std::map<std::tuple<const void*, int, int, int>, int> cache;
+  const void* const key_fn = reinterpret_cast<const void*>(fn);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (allowed.insert(std::make_tuple(key_fn, device)).second) {
+    const cudaError_t err =
+        cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
+    if (err != cudaSuccess) {
+      allowed.erase(std::make_tuple(key_fn, device));
+      throw_cuda(err, "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+    }
+  }
+  const auto key = std::make_tuple(key_fn, threads, smem_bytes, device);
+  if (const auto it = cache.find(key); it != cache.end()) return it->second;
+  int blocks = 0;
+  const cudaError_t err =
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, threads, smem_bytes);
+  if (err != cudaSuccess) throw_cuda(err, "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  cache[key] = blocks;
+  return blocks;
+}
+
 bool supported_dtype(DType dtype) {
   return dtype == DType::float32 || dtype == DType::float16 || dtype == DType::bfloat16;
 }
@@ -820,8 +1151,36 @@ int resident_tpr(int64_t nvec, int nv, int max_tpr) {
   return tpr <= max_tpr ? static_cast<int>(tpr) : 0;
 }
 
+// check_config for staged_rows != 0 (the shared-memory fit of a fused launch, the pointers and
+// the device are checked at launch).
+std::string check_staged_config(const RmsNormConfig& c, DType dtype, int64_t cols) {
+  const int64_t es = static_cast<int64_t>(element_size(dtype));
+  if (c.staged_rows < 2) return "staged_rows must be 0 (off) or at least 2";
+  if (c.threads < 32 || c.threads > 1024 || c.threads % 32 != 0)
+    return "threads must be a multiple of 32 in [32, 1024]";
+  if (c.rows_per_block != 1) return "the staged kernel takes rows_per_block 1";
+  if (c.vec_bytes != 16) return "the staged kernel takes vec_bytes 16";
+  if (c.vecs_per_thread != 0 || c.weight_in_registers || c.rows_in_flight != 1 ||
+      c.cluster_size != 1 || c.cache_hint != 0)
+    return "the staged kernel takes vecs_per_thread 0, weight_in_registers false, rows_in_flight "
+           "1, cluster_size 1 and cache_hint 0";
+  if (c.grid != RmsGrid::persistent && c.grid != RmsGrid::balanced)
+    return "the staged kernel takes grid persistent or balanced (a block per row stages nothing)";
+  if (c.blocks_per_sm < 0) return "blocks_per_sm must be >= 0";
+  if (cols * es % 16 != 0)
+    return "the staged kernel needs rows of a multiple of 16 bytes, not " +
+           std::to_string(cols * es);
+  if (const int64_t need = staged_smem_bytes(cols * es, c.staged_rows, false);
+      need > kSm90SmemPerBlock)
+    return "the weight and " + std::to_string(c.staged_rows) + " stages of " +
+           std::to_string(cols * es) + " bytes need " + std::to_string(need) +
+           " bytes of shared memory, a block has at most " + std::to_string(kSm90SmemPerBlock);
+  return {};
+}
+
 // Empty when the configuration serves rows of `cols` elements of `dtype`, else why not.
 std::string check_config(const RmsNormConfig& c, DType dtype, int64_t cols) {
+  if (c.staged_rows != 0) return check_staged_config(c, dtype, cols);
   const int es = static_cast<int>(element_size(dtype));
   if (c.threads < 32 || c.threads > 1024 || c.threads % 32 != 0)
     return "threads must be a multiple of 32 in [32, 1024]";
@@ -878,6 +1237,77 @@ bool aligned_to(const void* p, int64_t align) {
   return reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(align) == 0;
 }
 
+// The staged kernel (config.staged_rows > 0), after launch_rms_norm's common checks.
+void launch_staged(const RmsNormArgs& a, const RmsNormConfig& config, void* stream) {
+  const bool fused = a.residual != nullptr;
+  const int64_t es = static_cast<int64_t>(element_size(a.dtype));
+  const int64_t row_bytes = a.cols * es;
+  const auto refuse = [&](const std::string& why) {
+    throw SignatureError("rms_norm (CUDA): config {" + config.str() + "} cannot serve [" +
+                         std::to_string(a.rows) + ", " + std::to_string(a.cols) + "]" +
+                         (fused ? " fused" : "") + ": " + why);
+  };
+  if (!aligned_to(a.x, 16) || !aligned_to(a.y, 16) || !aligned_to(a.weight, 16) ||
+      (fused && !aligned_to(a.residual, 16)))
+    refuse("the staged kernel needs x, residual, weight and y 16-byte aligned");
+  const int64_t vec = 16 / es;
+  if (a.rows > 1 && (a.x_row_stride % vec != 0 || a.y_row_stride % vec != 0 ||
+                     (fused && a.residual_row_stride % vec != 0)))
+    refuse("the staged kernel needs row strides of a multiple of 16 bytes");
+  const int64_t smem = staged_smem_bytes(row_bytes, config.staged_rows, fused);
+  if (smem > kSm90SmemPerBlock)
+    refuse("the weight and " + std::to_string(config.staged_rows) + " stages of " +
+           std::to_string(row_bytes * (fused ? 2 : 1)) + " bytes need " + std::to_string(smem) +
+           " bytes of shared memory, a block has at most " + std::to_string(kSm90SmemPerBlock));
+
+  int device = 0;
+  if (const cudaError_t err = cudaGetDevice(&device); err != cudaSuccess)
+    throw_cuda(err, "cudaGetDevice");
+  const int major = staged_device_attribute(device, cudaDevAttrComputeCapabilityMajor,
+                                            "cudaDeviceGetAttribute(ComputeCapabilityMajor)");
+  if (major != 9)
+    refuse("the staged kernel needs a device of compute capability 9.x, not " +
+           std::to_string(major) + ".x");
+  const int optin = staged_device_attribute(device, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                            "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin)");
+  if (smem > optin)
+    refuse(std::to_string(smem) + " bytes of shared memory, the device allows " +
+           std::to_string(optin) + " a block");
+
+  const StagedLayout layout = staged_layout(row_bytes, config.staged_rows, fused);
+  const StagedFn fn = staged_kernel(a.dtype, fused);
+  if (fn == nullptr) refuse("no staged kernel for the dtype");
+  const int smem_bytes = static_cast<int>(layout.total);
+  const int fit = staged_prepare(fn, config.threads, smem_bytes, optin, device);
+  if (fit < 1)
+    refuse("a block of " + std::to_string(config.threads) + " threads and " +
+           std::to_string(smem_bytes) + " bytes of shared memory does not fit");
+  const int per_sm = config.blocks_per_sm > 0 ? config.blocks_per_sm : fit;
+  // Blocks beyond what fits still run correctly (they do not wait on each other), only later.
+  const int64_t slots = std::max<int64_t>(1, static_cast<int64_t>(sm_count(device)) * per_sm);
+  int64_t blocks = std::min(a.rows, slots);
+  if (config.grid == RmsGrid::balanced) blocks = ceil_div(a.rows, ceil_div(a.rows, slots));
+
+  RmsParams p;
+  p.x = a.x;
+  p.residual = a.residual;
+  p.weight = a.weight;
+  p.y = a.y;
+  p.x_stride = a.x_row_stride;
+  p.residual_stride = a.residual_row_stride;
+  p.y_stride = a.y_row_stride;
+  p.rows = a.rows;
+  p.cols = static_cast<int>(a.cols);
+  p.tpr = config.threads;
+  p.rows_per_block = 1;
+  p.eps = a.eps;
+  p.inv_cols = static_cast<float>(1.0 / static_cast<double>(a.cols));
+  fn<<<static_cast<unsigned>(blocks), config.threads, static_cast<size_t>(smem_bytes),
+       static_cast<cudaStream_t>(stream)>>>(p, layout);
+  if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess)
+    throw_cuda(err, "kernel launch (staged)");
+}
+
 }  // namespace
 
 // The fields added after the first tuning runs are printed only when they differ from their
@@ -893,6 +1323,7 @@ std::string RmsNormConfig::str() const {
   if (rows_in_flight != 1) extra += ",rows_in_flight=" + std::to_string(rows_in_flight);
   if (cluster_size != 1) extra += ",cluster_size=" + std::to_string(cluster_size);
   if (cache_hint != 0) extra += ",cache_hint=" + std::to_string(cache_hint);
+  if (staged_rows != 0) extra += ",staged_rows=" + std::to_string(staged_rows);
   return "threads=" + std::to_string(threads) +
          ",rows_per_block=" + std::to_string(rows_per_block) +
          ",vec_bytes=" + std::to_string(vec_bytes) +
@@ -901,6 +1332,20 @@ std::string RmsNormConfig::str() const {
          ",blocks_per_sm=" + std::to_string(blocks_per_sm) + extra;
 }
 
+int rms_norm_staged_max_rows(int64_t cols, DType dtype, bool fused, int blocks_per_sm) {
+  check_dtype(dtype);
+  const int64_t row_bytes = cols * static_cast<int64_t>(element_size(dtype));
+  if (cols <= 0 || cols > INT_MAX / 2 || row_bytes % 16 != 0 || blocks_per_sm < 1) return 0;
+  const int64_t budget =
+      std::min(kSm90SmemPerBlock, kSm90SmemPerSm / blocks_per_sm - kSmemReservedPerBlock);
+  // At most 64 stages: far more bytes in flight than the latency needs for any row that long.
+  int stages = 1;
+  while (stages < 64 && staged_smem_bytes(row_bytes, stages + 1, fused) <= budget) ++stages;
+  return stages >= 2 ? stages : 0;
+}
+
+// The staged kernel (staged_rows > 0) is neither a default nor in the tuning space below: it has
+// not been run on hardware yet; the bench times it with TILEOPS_BENCH_STAGED=1.
 RmsNormConfig rms_norm_default_config(int64_t rows, int64_t cols, DType dtype, int device) {
   check_dtype(dtype);
   rows = std::max<int64_t>(rows, 1);
@@ -955,6 +1400,7 @@ RmsNormConfig rms_norm_default_config(int64_t rows, int64_t cols, DType dtype, i
   return make_config(256, 1, 0, false);
 }
 
+// No staged configuration here (unvalidated on hardware; see rms_norm_default_config).
 std::vector<RmsNormConfig> rms_norm_tuning_space(int64_t rows, int64_t cols, DType dtype,
                                                  int device) {
   std::vector<RmsNormConfig> out;
@@ -1049,6 +1495,10 @@ void launch_rms_norm(const RmsNormArgs& a, const RmsNormConfig& config, void* st
   if (!aligned_to(a.x, es) || !aligned_to(a.y, es) || !aligned_to(a.weight, es) ||
       (fused && !aligned_to(a.residual, es)))
     throw SignatureError("rms_norm (CUDA): a pointer is not aligned to its element size");
+  if (config.staged_rows != 0) {
+    launch_staged(a, config, stream);
+    return;
+  }
 
   // 16-byte vectors only when every row of every tensor starts on a 16-byte boundary; otherwise
   // the scalar streaming kernel, with the same threads per row (at most 512).

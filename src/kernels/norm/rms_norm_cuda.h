@@ -64,6 +64,18 @@ struct RmsNormConfig {
   /// 1: x and the residual read with ld.global.nc.L1::no_allocate and an L2 evict_first policy;
   /// 2: as 1, and y and the residual stored with st.global.cs (evict-first).
   int cache_hint = 0;
+  /// 0: off. D >= 2: the shared-memory-staged kernel (sm_90 only): each block of a persistent grid
+  /// walks its rows one at a time with D rows in flight in a ring of D shared-memory stages (x, and
+  /// the residual when fused), fed by 1D TMA bulk copies that one thread issues ahead of the
+  /// consumers; the weight is staged once per block. Few registers, many bytes in flight per SM.
+  /// Needs threads a multiple of 32 (at most 1024), rows_per_block 1, vec_bytes 16, the neutral
+  /// values of the register-resident fields (vecs_per_thread 0, weight_in_registers false,
+  /// rows_in_flight 1, cluster_size 1, cache_hint 0), grid persistent or balanced, rows of a
+  /// multiple of 16 bytes, 16-byte aligned x, residual, weight and y with row strides of a
+  /// multiple of 16 bytes, weight + D stages in the shared memory of a block (see
+  /// rms_norm_staged_max_rows), and a device of compute capability 9.x; else SignatureError (no
+  /// fallback). Not validated on hardware yet: never a default, not in the tuning space.
+  int staged_rows = 0;
 
   int threads_per_row() const { return rows_per_block > 0 ? threads / rows_per_block : 0; }
   std::string str() const;
@@ -90,6 +102,12 @@ RmsNormConfig rms_norm_default_config(int64_t rows, int64_t cols, DType dtype, i
 /// Candidates for tuning; each one serves (rows, cols, dtype) correctly. The default is first.
 std::vector<RmsNormConfig> rms_norm_tuning_space(int64_t rows, int64_t cols, DType dtype,
                                                  int device);
+
+/// The most stages (RmsNormConfig::staged_rows) of the staged kernel for rows of `cols` elements
+/// of `dtype` (fused: x and the residual per stage) when `blocks_per_sm` blocks (>= 1) share the
+/// 228 KB of shared memory of an sm_90 multiprocessor; 0 when fewer than 2 stages fit or a row is
+/// not a multiple of 16 bytes.
+int rms_norm_staged_max_rows(int64_t cols, DType dtype, bool fused, int blocks_per_sm = 1);
 
 /// Launches one kernel on `stream` (a cudaStream_t; nullptr: the legacy default stream) on the
 /// current device. rows == 0 or cols == 0 launches nothing. Raises SignatureError for arguments or
