@@ -313,10 +313,11 @@ GroupedGemmConfig mma_default(const GroupedGemmArgs& a) {
   return find_config(GroupedGemmVariant::mma, 128, 256, 3);
 }
 
-// 128-row tiles store through the TMA epilogue (measured on an H200: 602 -> 676 TFLOP/s on
-// E=256 x 1024 rows, N=4096, K=6144; 425 -> 563 on the Qwen3-30B down projection); 64-row tiles
-// (at most 64 rows per expert on average, mostly partial tiles that store from registers anyway)
-// do not (67.1 -> 66.1 TFLOP/s at 16 rows per expert). docs/perf/2026-11-29-h200-moe.md.
+// Measured on an H200 (docs/perf/2026-11-29-h200-moe-tma-store.md). 128-row tiles store through
+// the TMA epilogue (call 6: 605 -> 684 TFLOP/s on E=256 x 1024 rows, N=4096, K=6144; 425 -> 549
+// on the Qwen3-30B down projection); 64-row tiles (at most 64 rows per expert on average, mostly
+// partial tiles that store from registers anyway) do not (67.8 without, 67.0 with it at 16 rows
+// per expert).
 GroupedGemmConfig wgmma_default(const GroupedGemmArgs& a) {
   const int64_t per_expert = a.M / std::max<int64_t>(a.E, 1);
   const int bm = per_expert <= 64 ? 64 : 128;
@@ -324,8 +325,8 @@ GroupedGemmConfig wgmma_default(const GroupedGemmArgs& a) {
   if (a.N <= 128)
     return find_config(GroupedGemmVariant::wgmma, bm, 128, bm == 64 ? 8 : 6, tma_store);
   // Below 256 rows per expert (DeepSeek-V3 at 4096 tokens: 128) 3 stages of 128 x 256 measured
-  // faster than 4, uniform and ragged (gate_up 466 vs 441 and 357 vs 321 TFLOP/s); at 256 rows
-  // (Qwen3-30B at 4096 tokens) 4 stages (574 vs 539).
+  // faster than 4, uniform and ragged (call 5, gate_up: 466 vs 441 and 357 vs 321 TFLOP/s); at
+  // 256 rows (Qwen3-30B at 4096 tokens) 4 stages (574 vs 539).
   const int stages = bm == 64 ? 5 : (per_expert < 256 ? 3 : 4);
   return find_config(GroupedGemmVariant::wgmma, bm, 256, stages, tma_store);
 }
