@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Kernel-variant check for an H200: builds with CUDA, runs the GPU tests of the RMSNorm and grouped
-# GEMM kernels (every configuration of their tuning spaces), then times every RMSNorm
-# configuration on the bf16 [2048, 4096] / [2048, 16384] shapes (plain and fused, with copies of
+# GEMM kernels (every configuration of their tuning spaces; the opt-in staged RMSNorm kernel first,
+# alone, with a short limit), then times every RMSNorm configuration (the staged ones too when
+# their tests passed) on the bf16 [2048, 4096] / [2048, 16384] shapes (plain and fused, with copies of
 # the same bytes) and the grouped GEMM configurations on the two large MoE shapes. Prints the
 # fastest configurations per shape last. Logs in $OUT (default build-gpu/variants-check).
 set -uo pipefail
@@ -16,11 +17,21 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTILEOPS_CUDA=ON \
   -DTILEOPS_WERROR=OFF > "$logs/build.log" 2>&1
 cmake --build "$build" -j "$(nproc)" --target tileops_gpu_tests bench_cuda_kernels \
   bench_moe_kernels >> "$logs/build.log" 2>&1 || { tail -30 "$logs/build.log"; exit 1; }
-timeout 200 "$build/tests/tileops_gpu_tests" --gtest_filter='RmsNormKernels.*:MoeGroupedGemm.*' \
-  > "$logs/tests.log" 2>&1
+# The staged RMSNorm kernel (RmsNormConfig::staged_rows, opt-in) first, on its own short limit:
+# a wrong mbarrier parity would hang rather than fail. Its bench configurations only if it passed.
+timeout 60 "$build/tests/tileops_gpu_tests" --gtest_filter='RmsNormKernels.Staged*' \
+  > "$logs/staged-tests.log" 2>&1
+staged_rc=$?
+echo "staged tests rc=$staged_rc"
+grep -E "^\[  (PASSED|FAILED) |Failure|OK \]" "$logs/staged-tests.log" | head -10
+timeout 200 "$build/tests/tileops_gpu_tests" \
+  --gtest_filter='RmsNormKernels.*:MoeGroupedGemm.*:-RmsNormKernels.Staged*' > "$logs/tests.log" 2>&1
 echo "tests rc=$?"
 grep -E "^\[  (PASSED|FAILED) |Failure|OK \]" "$logs/tests.log" | head -30
-TILEOPS_BENCH_TUNE=1 TILEOPS_BENCH_REPS=31 timeout 150 "$build/bench/bench_cuda_kernels" \
+staged_bench=0
+((staged_rc == 0)) && staged_bench=1
+TILEOPS_BENCH_STAGED=$staged_bench TILEOPS_BENCH_TUNE=1 TILEOPS_BENCH_REPS=31 timeout 150 \
+  "$build/bench/bench_cuda_kernels" \
   --benchmark_filter='rms_norm/bf16/2048x(4096|16384)|^copy/(33554432|67108864|134217728|268435456)$' \
   > "$logs/rms.log" 2>&1
 echo "rms bench rc=$?"
