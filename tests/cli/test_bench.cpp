@@ -219,6 +219,29 @@ TEST_F(CliTest, BenchBadOptionsAreUsageErrors) {
   }
 }
 
+// --tune puts each op in tuned mode. The CPU kernels have no tuning space, so the cases pass
+// exactly as without it; the table header and the JSON say that the run was tuned, and a run
+// without the flag says it was not.
+TEST_F(CliTest, BenchTuneIsRecordedAndCpuCasesStillPass) {
+  const std::string tuned_json = (cache_.path() / "tuned.json").string();
+  const CommandResult tuned = tileops(
+      bench({"RMSNormFwdOp", "--workload", "llama3-8b-decode", "--tune", "--json", tuned_json}));
+  ASSERT_EQ(tuned.exit_code, 0) << tuned;
+  EXPECT_THAT(tuned.out, HasSubstr("# tuned mode: request_tune() before each op's first call\n"))
+      << tuned;
+  const std::vector<BenchRow> rows = bench_rows(tuned.out);
+  ASSERT_EQ(rows.size(), 1u) << tuned;
+  EXPECT_EQ(rows[0].result, "PASS") << tuned;
+  EXPECT_THAT(read_file(tuned_json), HasSubstr("\"tune\": true,"));
+
+  const std::string plain_json = (cache_.path() / "plain.json").string();
+  const CommandResult plain =
+      tileops(bench({"RMSNormFwdOp", "--workload", "llama3-8b-decode", "--json", plain_json}));
+  ASSERT_EQ(plain.exit_code, 0) << plain;
+  EXPECT_EQ(plain.out.find("# tuned mode"), std::string::npos) << plain;
+  EXPECT_THAT(read_file(plain_json), HasSubstr("\"tune\": false,"));
+}
+
 TEST_F(CliTest, BenchUnwritableJsonIsAUsageError) {
   const std::string path = (cache_.path() / "no-such-dir" / "out.json").string();
   const CommandResult r =

@@ -83,6 +83,11 @@ CLI::App* add_bench_command(CLI::App& app, BenchOptions& options) {
       ->default_str("200");
   cmd->add_option("--json", options.json_path,
                   "Also write the results as JSON to this file (whatever --format is)");
+  cmd->add_flag("--tune", options.tune,
+                "Tuned mode: each op gets request_tune() before its first (untimed) call, so "
+                "kernels with a tuning space time their candidates on the case's inputs and keep "
+                "the fastest (remembered in the tuning database); the config column then ends in "
+                "\"(tuned)\". Only the CUDA kernels have tuning spaces.");
   cmd->add_flag("--no-check", options.no_check, "Do not compare with the reference");
   cmd->add_flag("-q,--quiet", options.quiet, "No progress lines on stderr");
   return cmd;
@@ -186,6 +191,7 @@ void run_case(const OpSchema& schema, const WorkloadCase& wc, const BenchOptions
     return;
   }
   std::unique_ptr<Op> op = make_op(schema.name, inst.params, target);
+  if (options.tune) op->request_tune();
 
   std::vector<Tensor> inputs;
   const OpClass* op_class = find_op_class(schema.name);
@@ -395,8 +401,9 @@ std::string json_document(const BenchOptions& options, Device device,
       "\"flops_per_s\": {{{}}}}},\n",
       json_string(profile.name), json_string(profile.source),
       json_number(profile.mem_bandwidth_bytes_per_s), peaks);
-  out += fmt::format("  \"seed\": {},\n  \"budget_ms\": {},\n  \"results\": {},\n", options.seed,
-                     json_number(options.budget_ms), render_json_rows(full_table(results), 2));
+  out += fmt::format("  \"seed\": {},\n  \"budget_ms\": {},\n  \"tune\": {},\n  \"results\": {},\n",
+                     options.seed, json_number(options.budget_ms), options.tune ? "true" : "false",
+                     render_json_rows(full_table(results), 2));
   out += fmt::format(
       "  \"summary\": {{\"cases\": {}, \"passed\": {}, \"failed\": {}, \"errors\": {}, "
       "\"unchecked\": {}, \"skipped\": {}}}\n}}\n",
@@ -550,6 +557,7 @@ int run_bench(const BenchOptions& options) {
           "# median of timed calls ({}); GB/s and TFLOP/s from the manifest roofline; SOL = "
           "roofline bound / median\n",
           device.is_cpu() ? "cpu wall clock" : "cuda events, L2 flushed");
+      if (options.tune) fmt::print("# tuned mode: request_tune() before each op's first call\n");
       fmt::print("{}", render_table(display_table(results)));
       for (const auto& r : results) {
         if (!r.message.empty() && r.result != "PASS") {

@@ -121,6 +121,7 @@ struct BenchOptions {
   std::string json_path;
   bool no_check = false;
   bool quiet = false;
+  bool tune = false;
 };
 CLI::App* add_bench_command(CLI::App& app, BenchOptions& options);
 int run_bench(const BenchOptions& options);
