@@ -34,6 +34,8 @@
 // Cluster barriers after the barrier init and before exit.
 #include "kernels/moe/grouped_gemm_common.cuh"
 
+#include "kernels/cuda_mbarrier.cuh"
+
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_bf16.h>
@@ -63,39 +65,7 @@ namespace {
 
 #if TILEOPS_MOE_WGMMA_BODY
 // ---------------------------------------------------------------------------------------------
-// PTX wrappers: mbarrier, TMA, wgmma.
-
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-
-__device__ __forceinline__ void fence_barrier_init() {
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-}
-
-__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
-               : "memory");
-}
-
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n"
-        "}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (done == 0);
-}
+// PTX wrappers: TMA, wgmma (the mbarriers: kernels/cuda_mbarrier.cuh).
 
 __device__ __forceinline__ void tma_prefetch(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
@@ -445,12 +415,12 @@ __global__ void __launch_bounds__(WgShape<BM, BN, STAGES, TS>::kThreads, 1)
 
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
-      mbar_init(full_bar + 8 * s, 1);
+      mbarrier::init(full_bar + 8 * s, 1);
       // CL > 1: the consumers of every block of the cluster release each stage (the other
       // block's producer writes into it).
-      mbar_init(empty_bar + 8 * s, 4 * S::kConsumers * CL);
+      mbarrier::init(empty_bar + 8 * s, 4 * S::kConsumers * CL);
     }
-    fence_barrier_init();
+    mbarrier::fence_init();
   }
   if constexpr (CL > 1) {
     cluster_sync();
@@ -486,12 +456,12 @@ __global__ void __launch_bounds__(WgShape<BM, BN, STAGES, TS>::kThreads, 1)
         if (lane == 0) {
           for (int kt = 0; kt < KT; ++kt) {
             if constexpr (CL == 1) {
-              mbar_wait(empty_bar + 8 * stage, phase ^ 1u);
+              mbarrier::wait(empty_bar + 8 * stage, phase ^ 1u);
             } else {
               mbar_wait_cluster(empty_bar + 8 * stage, phase ^ 1u);
             }
             const uint32_t full = full_bar + 8 * stage;
-            mbar_expect_tx(full, S::kStageBytes);
+            mbarrier::arrive_expect_tx(full, S::kStageBytes);
             const uint32_t sa = base + static_cast<uint32_t>(stage * S::kStageBytes);
             const uint32_t sb = sa + S::kABytes;
             if constexpr (CL == 1) {
@@ -546,10 +516,10 @@ __global__ void __launch_bounds__(WgShape<BM, BN, STAGES, TS>::kThreads, 1)
       // as it is full, and the other warpgroup has the tensor cores to itself.
       if (rows <= cw * 64) {
         for (int kt = 0; kt < KT; ++kt) {
-          mbar_wait(full_bar + 8 * stage, phase);
+          mbarrier::wait(full_bar + 8 * stage, phase);
           __syncwarp();
           if constexpr (CL == 1) {
-            if (lane == 0) mbar_arrive(empty_bar + 8 * stage);
+            if (lane == 0) mbarrier::arrive(empty_bar + 8 * stage);
           } else {
             if (lane < CL) mbar_arrive_cluster(empty_bar + 8 * stage, static_cast<uint32_t>(lane));
           }
@@ -562,7 +532,7 @@ __global__ void __launch_bounds__(WgShape<BM, BN, STAGES, TS>::kThreads, 1)
       }
       int prev = -1;
       for (int kt = 0; kt < KT; ++kt) {
-        mbar_wait(full_bar + 8 * stage, phase);
+        mbarrier::wait(full_bar + 8 * stage, phase);
         const uint32_t sa = base + static_cast<uint32_t>(stage * S::kStageBytes) + cw * 64 * 128;
         const uint32_t sb = base + static_cast<uint32_t>(stage * S::kStageBytes) + S::kABytes;
         fence_regs(acc);
@@ -576,7 +546,7 @@ __global__ void __launch_bounds__(WgShape<BM, BN, STAGES, TS>::kThreads, 1)
         if (prev >= 0) {
           __syncwarp();
           if constexpr (CL == 1) {
-            if (lane == 0) mbar_arrive(empty_bar + 8 * prev);
+            if (lane == 0) mbarrier::arrive(empty_bar + 8 * prev);
           } else {
             if (lane < CL) mbar_arrive_cluster(empty_bar + 8 * prev, static_cast<uint32_t>(lane));
           }
@@ -592,7 +562,7 @@ __global__ void __launch_bounds__(WgShape<BM, BN, STAGES, TS>::kThreads, 1)
       if (prev >= 0) {
         __syncwarp();
         if constexpr (CL == 1) {
-          if (lane == 0) mbar_arrive(empty_bar + 8 * prev);
+          if (lane == 0) mbarrier::arrive(empty_bar + 8 * prev);
         } else {
           if (lane < CL) mbar_arrive_cluster(empty_bar + 8 * prev, static_cast<uint32_t>(lane));
         }

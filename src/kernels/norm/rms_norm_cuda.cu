@@ -12,6 +12,7 @@
 // threads / threads_per_row rows at once.
 #include "kernels/norm/rms_norm_cuda.h"
 
+#include "kernels/cuda_mbarrier.cuh"
 #include "kernels/cuda_vectors.cuh"
 
 #include <cooperative_groups.h>
@@ -20,8 +21,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <array>
-#include <atomic>
 #include <climits>
 #include <cstring>
 #include <map>
@@ -31,6 +30,7 @@
 #include <tuple>
 #include <type_traits>
 
+#include "tileops/core/cuda.h"
 #include "tileops/core/error.h"
 
 namespace tileops::cuda_kernels {
@@ -709,54 +709,7 @@ static_assert(staged_layout(8192, 27, false).total == staged_smem_bytes(8192, 27
 #define TILEOPS_RMS_STAGED_BODY 0
 #endif
 
-#if TILEOPS_RMS_STAGED_BODY
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-
-// Makes the initialized barriers visible to the async proxy (the bulk copies' complete_tx).
-__device__ __forceinline__ void fence_mbarrier_init() {
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-}
-
-// The producer's arrival: the phase completes once `bytes` more have arrived.
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
-               : "memory");
-}
-
-// Waits for the completion of the phase of parity `parity` (acquire: the copied bytes are then
-// visible to the waiting thread).
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n"
-        "}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (done == 0);
-}
-
-// 1D bulk copy of `bytes` (a multiple of 16; both addresses 16-byte aligned) from global memory
-// into this block's shared memory, completing on the mbarrier `bar`.
-__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes,
-                                          uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
-          "r"(dst),
-      "l"(src), "r"(bytes), "r"(bar)
-      : "memory");
-}
-#endif  // TILEOPS_RMS_STAGED_BODY
+using mbarrier::smem_u32;
 
 // A 16-byte st.global (st.global.wb.v4: the plain store; a cast store came out as 4 x 32 bits
 // from this kernel's loops).
@@ -835,21 +788,22 @@ __global__ void __launch_bounds__(1024)
     const int64_t row = first + i * step;
     const uint32_t bar = full_bar + 8 * s;
     const uint32_t dst = base + l.stage_off + static_cast<uint32_t>(s) * l.stage_bytes;
-    mbar_arrive_expect_tx(bar, kFused ? 2 * l.row_bytes : l.row_bytes);
-    bulk_load(dst, x + row * x_pitch, l.row_bytes, bar);
-    if constexpr (kFused) bulk_load(dst + l.slot_bytes, res + row * r_pitch, l.row_bytes, bar);
+    mbarrier::arrive_expect_tx(bar, kFused ? 2 * l.row_bytes : l.row_bytes);
+    mbarrier::bulk_load(dst, x + row * x_pitch, l.row_bytes, bar);
+    if constexpr (kFused)
+      mbarrier::bulk_load(dst + l.slot_bytes, res + row * r_pitch, l.row_bytes, bar);
   };
 
   if (tid == 0) {
-    for (int s = 0; s <= stages; ++s) mbar_init(full_bar + 8 * s, 1);  // s == stages: weight
-    fence_mbarrier_init();
-    mbar_arrive_expect_tx(weight_bar, l.row_bytes);
-    bulk_load(base, p.weight, l.row_bytes, weight_bar);
+    for (int s = 0; s <= stages; ++s) mbarrier::init(full_bar + 8 * s, 1);  // s == stages: weight
+    mbarrier::fence_init();
+    mbarrier::arrive_expect_tx(weight_bar, l.row_bytes);
+    mbarrier::bulk_load(base, p.weight, l.row_bytes, weight_bar);
     const int64_t ahead = count < stages ? count : stages;
     for (int64_t i = 0; i < ahead; ++i) fill(static_cast<int>(i), i);
   }
   __syncthreads();  // the barriers are initialized before anyone waits on them
-  mbar_wait(weight_bar, 0);
+  mbarrier::wait(weight_bar, 0);
 
   int s = 0;
   uint32_t parity = 0;
@@ -857,7 +811,7 @@ __global__ void __launch_bounds__(1024)
   for (int64_t i = 0; i < count; ++i) {
     const int64_t row = first + i * step;
     const unsigned char* const st = smem + l.stage_off + static_cast<uint32_t>(s) * l.stage_bytes;
-    mbar_wait(full_bar + 8 * s, parity);
+    mbarrier::wait(full_bar + 8 * s, parity);
 
     T* const rrow = kFused ? static_cast<T*>(p.residual) + row * p.residual_stride : nullptr;
     float ss = 0.f;
@@ -1026,20 +980,9 @@ int kernel_max_threads(const KernelKey& k) {
                    cudaGetErrorString(err));
 }
 
-constexpr int kMaxDevices = 64;
-
+// The multiprocessor count, from the properties read once per device.
 int sm_count(int device) {
-  static std::array<std::atomic<int>, kMaxDevices> cache{};
-  const bool cacheable = device >= 0 && device < kMaxDevices;
-  if (cacheable) {
-    const int cached = cache[device].load(std::memory_order_relaxed);
-    if (cached > 0) return cached;
-  }
-  int count = 0;
-  const cudaError_t err = cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
-  if (err != cudaSuccess) throw_cuda(err, "cudaDeviceGetAttribute(MultiProcessorCount)");
-  if (cacheable) cache[device].store(count, std::memory_order_relaxed);
-  return count;
+  return cuda_device_properties(device).sm_count;
 }
 
 int max_blocks_per_sm(KernelFn fn, int threads, int device) {
@@ -1077,23 +1020,6 @@ StagedFn staged_kernel(DType dtype, bool fused) {
     default:
       return nullptr;
   }
-}
-
-// A device attribute, cached per device (attributes: compute capability major, shared memory a
-// block can opt in to).
-int staged_device_attribute(int device, cudaDeviceAttr attr, const char* what) {
-  static std::array<std::array<std::atomic<int>, 2>, kMaxDevices> cache{};
-  const int slot = attr == cudaDevAttrComputeCapabilityMajor ? 0 : 1;
-  const bool cacheable = device >= 0 && device < kMaxDevices;
-  if (cacheable) {
-    const int cached = cache[device][slot].load(std::memory_order_relaxed);
-    if (cached > 0) return cached;
-  }
-  int value = 0;
-  const cudaError_t err = cudaDeviceGetAttribute(&value, attr, device);
-  if (err != cudaSuccess) throw_cuda(err, what);
-  if (cacheable) cache[device][slot].store(value, std::memory_order_relaxed);
-  return value;
 }
 
 // Lets `fn` take up to `optin` bytes of dynamic shared memory on `device` (once per kernel and
@@ -1263,13 +1189,12 @@ void launch_staged(const RmsNormArgs& a, const RmsNormConfig& config, void* stre
   int device = 0;
   if (const cudaError_t err = cudaGetDevice(&device); err != cudaSuccess)
     throw_cuda(err, "cudaGetDevice");
-  const int major = staged_device_attribute(device, cudaDevAttrComputeCapabilityMajor,
-                                            "cudaDeviceGetAttribute(ComputeCapabilityMajor)");
+  const CudaDeviceProperties& props = cuda_device_properties(device);
+  const int major = props.major;
   if (major != 9)
     refuse("the staged kernel needs a device of compute capability 9.x, not " +
            std::to_string(major) + ".x");
-  const int optin = staged_device_attribute(device, cudaDevAttrMaxSharedMemoryPerBlockOptin,
-                                            "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin)");
+  const int optin = static_cast<int>(props.shared_mem_per_block_optin);
   if (smem > optin)
     refuse(std::to_string(smem) + " bytes of shared memory, the device allows " +
            std::to_string(optin) + " a block");
