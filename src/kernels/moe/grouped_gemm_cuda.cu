@@ -16,8 +16,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <array>
-#include <atomic>
 #include <climits>
 #include <map>
 #include <mutex>
@@ -26,6 +24,7 @@
 #include <tuple>
 #include <vector>
 
+#include "tileops/core/cuda.h"
 #include "tileops/core/error.h"
 
 namespace tileops::cuda_kernels {
@@ -218,31 +217,13 @@ namespace {
 using moe_detail::GemmParams;
 using moe_detail::throw_cuda;
 
-constexpr int kMaxDevices = 64;
-
-int device_attribute(int device, cudaDeviceAttr attr, const char* what) {
-  static std::array<std::array<std::atomic<int>, 2>, kMaxDevices> cache{};
-  const int slot = attr == cudaDevAttrMultiProcessorCount ? 0 : 1;
-  const bool cacheable = device >= 0 && device < kMaxDevices;
-  if (cacheable) {
-    const int cached = cache[device][slot].load(std::memory_order_relaxed);
-    if (cached > 0) return cached;
-  }
-  int value = 0;
-  const cudaError_t err = cudaDeviceGetAttribute(&value, attr, device);
-  if (err != cudaSuccess) throw_cuda(err, what);
-  if (cacheable) cache[device][slot].store(value, std::memory_order_relaxed);
-  return value;
-}
-
+// From the properties read once per device.
 int sm_count(int device) {
-  return device_attribute(device, cudaDevAttrMultiProcessorCount,
-                          "cudaDeviceGetAttribute(MultiProcessorCount)");
+  return cuda_device_properties(device).sm_count;
 }
 
 int cc_major(int device) {
-  return device_attribute(device, cudaDevAttrComputeCapabilityMajor,
-                          "cudaDeviceGetAttribute(ComputeCapabilityMajor)");
+  return cuda_device_properties(device).major;
 }
 
 const char* variant_name(GroupedGemmVariant v) {

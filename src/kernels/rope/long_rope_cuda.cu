@@ -17,8 +17,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <array>
-#include <atomic>
 #include <climits>
 #include <map>
 #include <mutex>
@@ -26,6 +24,7 @@
 #include <tuple>
 #include <type_traits>
 
+#include "tileops/core/cuda.h"
 #include "tileops/core/error.h"
 
 namespace tileops::cuda_kernels {
@@ -232,20 +231,9 @@ KernelFn pick_kernel(DType dtype, bool vector_path, int k) {
                    cudaGetErrorString(err));
 }
 
-constexpr int kMaxDevices = 64;
-
+// The multiprocessor count, from the properties read once per device.
 int sm_count(int device) {
-  static std::array<std::atomic<int>, kMaxDevices> cache{};
-  const bool cacheable = device >= 0 && device < kMaxDevices;
-  if (cacheable) {
-    const int cached = cache[device].load(std::memory_order_relaxed);
-    if (cached > 0) return cached;
-  }
-  int count = 0;
-  const cudaError_t err = cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
-  if (err != cudaSuccess) throw_cuda(err, "cudaDeviceGetAttribute(MultiProcessorCount)");
-  if (cacheable) cache[device].store(count, std::memory_order_relaxed);
-  return count;
+  return cuda_device_properties(device).sm_count;
 }
 
 int max_blocks_per_sm(KernelFn fn, int threads, int smem, int device) {
