@@ -76,6 +76,28 @@ struct RmsProblem {
   }
 };
 
+// A shape with row strides (0: cols), an element offset of x and y == x, for the tests that run
+// many configurations on each.
+struct StridedCase {
+  int64_t rows, cols, xs, rs, ys, x_offset;
+  bool in_place;
+
+  RmsProblem problem(DType dtype, bool fused, uint64_t seed) const {
+    RmsProblem p;
+    p.dtype = dtype;
+    p.rows = rows;
+    p.cols = cols;
+    p.fused = fused;
+    p.x_stride = xs;
+    p.r_stride = rs;
+    p.y_stride = ys;
+    p.x_offset = x_offset;
+    p.in_place = in_place;
+    p.seed = seed;
+    return p;
+  }
+};
+
 class RmsRunner {
  public:
   explicit RmsRunner(RmsProblem p) : p_(std::move(p)) {
@@ -430,19 +452,15 @@ TEST(RmsNormKernels, EveryTuningConfig) {
 // y == x, and unaligned x (the scalar fallback), each also with one block per multiprocessor.
 TEST(RmsNormKernels, VariantConfigsStridedInPlace) {
   SKIP_WITHOUT_GPU();
-  struct Case {
-    int64_t rows, cols, xs, rs, ys, x_offset;
-    bool in_place;
-  };
-  const Case cases[] = {{41, 4099, 4104, 4112, 4200, 0, false},
-                        {41, 4099, 4104, 4104, 0, 0, true},
-                        {23, 16383, 16392, 16400, 16384, 0, false},
-                        {23, 16383, 16384, 16384, 0, 0, true},
-                        {9, 4096, 4096, 4096, 4096, 1, false}};
+  const StridedCase cases[] = {{41, 4099, 4104, 4112, 4200, 0, false},
+                               {41, 4099, 4104, 4104, 0, 0, true},
+                               {23, 16383, 16392, 16400, 16384, 0, false},
+                               {23, 16383, 16384, 16384, 0, 0, true},
+                               {9, 4096, 4096, 4096, 4096, 1, false}};
   uint64_t seed = 1700;
   for (const DType dtype : kDtypes)
     for (const bool fused : {false, true})
-      for (const Case& k : cases) {
+      for (const StridedCase& k : cases) {
         std::vector<std::optional<RmsNormConfig> > configs;
         for (RmsNormConfig c : rms_norm_tuning_space(2048, k.cols, dtype, 0)) {
           if (c.grid == tileops::cuda_kernels::RmsGrid::persistent && c.rows_in_flight == 1 &&
@@ -453,18 +471,7 @@ TEST(RmsNormKernels, VariantConfigsStridedInPlace) {
           configs.emplace_back(c);
         }
         ASSERT_GT(configs.size(), 10u) << dtype_str(dtype) << " cols " << k.cols;
-        RmsProblem p;
-        p.dtype = dtype;
-        p.rows = k.rows;
-        p.cols = k.cols;
-        p.fused = fused;
-        p.x_stride = k.xs;
-        p.r_stride = k.rs;
-        p.y_stride = k.ys;
-        p.x_offset = k.x_offset;
-        p.in_place = k.in_place;
-        p.seed = ++seed;
-        ASSERT_NO_FATAL_FAILURE(check_problem(p, configs));
+        ASSERT_NO_FATAL_FAILURE(check_problem(k.problem(dtype, fused, ++seed), configs));
       }
 }
 
@@ -563,19 +570,17 @@ TEST(RmsNormKernels, StagedConfigs) {
   CUDA_OK(cudaGetDevice(&device));
   CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   if (major != 9) GTEST_SKIP() << "the staged kernel needs a device of compute capability 9.x";
-  struct Case {
-    int64_t rows, cols, xs, rs, ys;  // strides: 0 is cols (multiples of 16 bytes for every dtype)
-    bool in_place;
-  };
-  const Case cases[] = {{2048, 4096, 0, 0, 0, false},       {3, 16384, 0, 0, 0, false},
-                        {300, 1000, 0, 0, 0, false},        {41, 4104, 0, 0, 0, false},
-                        {37, 4096, 0, 0, 0, true},          {64, 4096, 4104, 4112, 4352, false},
-                        {33, 1000, 1008, 1024, 1016, true}, {1, 4096, 0, 0, 0, false},
-                        {7, 8192, 0, 0, 0, false}};
+  // Strides: 0 is cols (multiples of 16 bytes for every dtype); x never offset (16-byte aligned).
+  const StridedCase cases[] = {
+      {2048, 4096, 0, 0, 0, 0, false},       {3, 16384, 0, 0, 0, 0, false},
+      {300, 1000, 0, 0, 0, 0, false},        {41, 4104, 0, 0, 0, 0, false},
+      {37, 4096, 0, 0, 0, 0, true},          {64, 4096, 4104, 4112, 4352, 0, false},
+      {33, 1000, 1008, 1024, 1016, 0, true}, {1, 4096, 0, 0, 0, 0, false},
+      {7, 8192, 0, 0, 0, 0, false}};
   uint64_t seed = 2100;
   for (const DType dtype : kDtypes)
     for (const bool fused : {false, true})
-      for (const Case& k : cases) {
+      for (const StridedCase& k : cases) {
         const int max1 = rms_norm_staged_max_rows(k.cols, dtype, fused, 1);
         const int max2 = rms_norm_staged_max_rows(k.cols, dtype, fused, 2);
         if (max1 < 2) continue;  // fp32 fused [3, 16384]: refused (StagedInvalid)
@@ -587,17 +592,7 @@ TEST(RmsNormKernels, StagedConfigs) {
         RmsNormConfig balanced = make_staged(256, std::min(max1, 3), 1);
         balanced.grid = tileops::cuda_kernels::RmsGrid::balanced;
         configs.emplace_back(balanced);
-        RmsProblem p;
-        p.dtype = dtype;
-        p.rows = k.rows;
-        p.cols = k.cols;
-        p.fused = fused;
-        p.x_stride = k.xs;
-        p.r_stride = k.rs;
-        p.y_stride = k.ys;
-        p.in_place = k.in_place;
-        p.seed = ++seed;
-        ASSERT_NO_FATAL_FAILURE(check_problem(p, configs));
+        ASSERT_NO_FATAL_FAILURE(check_problem(k.problem(dtype, fused, ++seed), configs));
       }
 }
 
