@@ -284,7 +284,7 @@ void bench_rms(benchmark::State& state, RmsCase c, std::optional<ck::RmsNormConf
   int device = 0;
   cudaGetDevice(&device);
   const ck::RmsNormConfig cfg =
-      config ? *config : ck::rms_norm_default_config(c.rows, c.cols, c.dtype, device);
+      config ? *config : ck::rms_norm_default_config(c.rows, c.cols, c.dtype, c.fused, device);
   state.SetLabel(cfg.str());
   const int64_t bytes = static_cast<int64_t>(n) * es * (c.fused ? 4 : 2) + c.cols * es;
   time_launches(state, bytes, [&] { ck::launch_rms_norm(a, cfg, gpu().stream); });
@@ -393,18 +393,26 @@ void register_all(bool tune, bool staged) {
       {DType::float16, 16384, 8192, false},  {DType::float32, 16384, 8192, false},
       {DType::bfloat16, 2048, 16384, true},  {DType::bfloat16, 2048, 4096, true},
       {DType::float32, 2048, 4096, false},   {DType::float16, 2048, 4096, true},
-      {DType::bfloat16, 64, 8192, false},
+      {DType::bfloat16, 64, 8192, false},    {DType::bfloat16, 1, 4096, true},
+      {DType::bfloat16, 2048, 8192, false},  {DType::bfloat16, 2048, 8192, true},
   };
   for (const RmsCase& c : rms_cases) {
     finish(benchmark::RegisterBenchmark(rms_name(c).c_str(), bench_rms, c,
                                         std::optional<ck::RmsNormConfig>{}));
+    // A staged default is timed next to the fallback (what unaligned arguments get).
+    if (const auto fallback =
+            ck::rms_norm_fallback_config(c.rows, c.cols, c.dtype, c.fused, device);
+        fallback != ck::rms_norm_default_config(c.rows, c.cols, c.dtype, c.fused, device))
+      finish(benchmark::RegisterBenchmark((rms_name(c) + "/fallback/" + fallback.str()).c_str(),
+                                          bench_rms, c,
+                                          std::optional<ck::RmsNormConfig>{fallback}));
     if (staged) {
       for (const auto& cfg : staged_configs(c))
         finish(benchmark::RegisterBenchmark((rms_name(c) + "/" + cfg.str()).c_str(), bench_rms, c,
                                             std::optional<ck::RmsNormConfig>{cfg}));
     }
     if (!tune) continue;
-    for (const auto& cfg : ck::rms_norm_tuning_space(c.rows, c.cols, c.dtype, device))
+    for (const auto& cfg : ck::rms_norm_tuning_space(c.rows, c.cols, c.dtype, c.fused, device))
       finish(benchmark::RegisterBenchmark((rms_name(c) + "/" + cfg.str()).c_str(), bench_rms, c,
                                           std::optional<ck::RmsNormConfig>{cfg}));
   }

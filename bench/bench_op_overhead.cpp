@@ -68,8 +68,9 @@ BENCHMARK(BM_EmptyTensorAllocation);
 #if TILEOPS_WITH_CUDA
 // Host time per call on the GPU: `kBatch` calls are enqueued and timed on the host clock, then
 // the device is synchronised outside the timed region (the queue never fills, so the time is the
-// host's). The counter `host_time_per_call` is the batch time over kBatch. The same tiny RMSNorm ([1, 4096] bf16) through the whole Op path, and as a bare
-// launch of the same kernel with the same configuration.
+// host's). The counter `host_time_per_call` is the batch time over kBatch. The same tiny RMSNorm
+// ([1, 4096] bf16) through the whole Op path, and as a bare launch of the same kernel with the same
+// configuration.
 constexpr int kBatch = 200;
 
 template <class Body>
@@ -119,7 +120,7 @@ void BM_CudaRmsNormBareLaunch(benchmark::State& state) {
   args.rows = 1;
   args.cols = 4096;
   args.dtype = DType::bfloat16;
-  const auto config = cuda_kernels::rms_norm_default_config(1, 4096, DType::bfloat16, 0);
+  const auto config = cuda_kernels::rms_norm_default_config(1, 4096, DType::bfloat16, false, 0);
   void* stream = cuda_current_stream(0);
   cuda_kernels::launch_rms_norm(args, config, stream);
   cuda_synchronize(0);

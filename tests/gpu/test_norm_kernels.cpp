@@ -5,6 +5,7 @@
 // the rows (strided gaps) must keep their poison (or, in place, their input bits). Tolerance:
 // max |y - ref| / (1 + |ref|) <= 1e-5 (fp32), 1e-3 (fp16), 1.6e-2 (bf16); the updated residual of
 // the fused kernel must match T(float(x) + float(residual)) bit for bit.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -24,6 +25,7 @@
 
 #include "gpu/kernel_test_util.h"
 #include "kernels/norm/rms_norm_cuda.h"
+#include "tileops/core/cuda.h"
 #include "tileops/core/dtype.h"
 #include "tileops/core/error.h"
 #endif
@@ -41,7 +43,9 @@ TEST(RmsNormKernels, RequiresCuda) {
 using tileops::DType;
 using tileops::cuda_kernels::launch_rms_norm;
 using tileops::cuda_kernels::rms_norm_default_config;
+using tileops::cuda_kernels::rms_norm_fallback_config;
 using tileops::cuda_kernels::rms_norm_staged_max_rows;
+using tileops::cuda_kernels::rms_norm_staged_refusal;
 using tileops::cuda_kernels::rms_norm_tuning_space;
 using tileops::cuda_kernels::RmsNormArgs;
 using tileops::cuda_kernels::RmsNormConfig;
@@ -189,8 +193,12 @@ class RmsRunner {
     a.cols = p_.cols;
     a.eps = p_.eps;
     a.dtype = p_.dtype;
-    const RmsNormConfig cfg =
-        config ? *config : rms_norm_default_config(p_.rows, p_.cols, p_.dtype, 0);
+    // No configuration: the default, or the fallback where a staged default refuses the
+    // arguments (what the op's kernel does).
+    RmsNormConfig cfg =
+        config ? *config : rms_norm_default_config(p_.rows, p_.cols, p_.dtype, p_.fused, 0);
+    if (!config && !rms_norm_staged_refusal(a, cfg).empty())
+      cfg = rms_norm_fallback_config(p_.rows, p_.cols, p_.dtype, p_.fused, 0);
     const std::string where = p_.describe() + " config {" + cfg.str() + "}";
     try {
       launch_rms_norm(a, cfg, nullptr);
@@ -422,9 +430,9 @@ TEST(RmsNormKernels, EveryTuningConfig) {
     for (const bool fused : {false, true})
       for (const Shape& s : shapes) {
         std::vector<std::optional<RmsNormConfig> > configs;
-        const auto space = rms_norm_tuning_space(s.rows, s.cols, dtype, 0);
+        const auto space = rms_norm_tuning_space(s.rows, s.cols, dtype, fused, 0);
         ASSERT_FALSE(space.empty());
-        EXPECT_EQ(space.front(), rms_norm_default_config(s.rows, s.cols, dtype, 0));
+        EXPECT_EQ(space.front(), rms_norm_default_config(s.rows, s.cols, dtype, fused, 0));
         for (RmsNormConfig c : space) {
           configs.emplace_back(c);
           c.blocks_per_sm = 1;
@@ -462,7 +470,7 @@ TEST(RmsNormKernels, VariantConfigsStridedInPlace) {
     for (const bool fused : {false, true})
       for (const StridedCase& k : cases) {
         std::vector<std::optional<RmsNormConfig> > configs;
-        for (RmsNormConfig c : rms_norm_tuning_space(2048, k.cols, dtype, 0)) {
+        for (RmsNormConfig c : rms_norm_tuning_space(2048, k.cols, dtype, fused, 0)) {
           if (c.grid == tileops::cuda_kernels::RmsGrid::persistent && c.rows_in_flight == 1 &&
               c.cluster_size == 1 && c.cache_hint == 0 && c.vecs_per_thread != 16)
             continue;
@@ -497,7 +505,7 @@ TEST(RmsNormKernels, EmptyAndInvalid) {
   a.rows = 0;
   a.cols = 64;
   a.dtype = DType::bfloat16;
-  const RmsNormConfig def = rms_norm_default_config(16, 64, DType::bfloat16, 0);
+  const RmsNormConfig def = rms_norm_default_config(16, 64, DType::bfloat16, false, 0);
   EXPECT_NO_THROW(launch_rms_norm(a, def, nullptr));
   a.rows = 16;
   a.cols = 0;
@@ -523,7 +531,7 @@ TEST(RmsNormKernels, EmptyAndInvalid) {
   a.x_row_stride = a.y_row_stride = 4096;
   EXPECT_THROW(launch_rms_norm(a, small, nullptr), tileops::SignatureError);
   // Variant fields out of range or without a kernel.
-  RmsNormConfig resident = rms_norm_default_config(16, 4096, DType::bfloat16, 0);
+  RmsNormConfig resident = rms_norm_default_config(16, 4096, DType::bfloat16, false, 0);
   bad = resident;
   bad.rows_in_flight = 3;
   EXPECT_THROW(launch_rms_norm(a, bad, nullptr), tileops::SignatureError);
@@ -541,7 +549,7 @@ TEST(RmsNormKernels, EmptyAndInvalid) {
   EXPECT_THROW(launch_rms_norm(a, bad, nullptr), tileops::SignatureError);
   a.dtype = DType::int32;
   EXPECT_THROW(launch_rms_norm(a, def, nullptr), tileops::SignatureError);
-  EXPECT_THROW(rms_norm_default_config(16, 64, DType::int8, 0), tileops::SignatureError);
+  EXPECT_THROW(rms_norm_default_config(16, 64, DType::int8, false, 0), tileops::SignatureError);
   // Nothing was written by the empty launches or the rejected ones.
   std::vector<unsigned char> host(buf.bytes);
   CUDA_OK(cudaMemcpy(host.data(), buf.ptr, buf.bytes, cudaMemcpyDeviceToHost));
@@ -617,18 +625,29 @@ TEST(RmsNormKernels, StagedInvalid) {
   const auto refused = [&](const RmsNormArgs& args, const RmsNormConfig& c) {
     EXPECT_THROW(launch_rms_norm(args, c, nullptr), tileops::SignatureError) << c.str();
   };
+  // Refused for its arguments: rms_norm_staged_refusal says why beforehand.
+  const auto refused_args = [&](const RmsNormArgs& args, const RmsNormConfig& c,
+                                const std::string& why) {
+    refused(args, c);
+    EXPECT_THAT(rms_norm_staged_refusal(args, c), testing::HasSubstr(why)) << c.str();
+    // The fallback is not staged: nothing refuses these arguments for their alignment there.
+    const RmsNormConfig fallback =
+        rms_norm_fallback_config(args.rows, args.cols, args.dtype, args.residual != nullptr, 0);
+    EXPECT_EQ(rms_norm_staged_refusal(args, fallback), "") << fallback.str();
+  };
+  EXPECT_EQ(rms_norm_staged_refusal(a, staged), "");
   RmsNormArgs b = a;
   b.x = buf.at(2);  // x one element off
-  refused(b, staged);
+  refused_args(b, staged, "16-byte aligned");
   b = a;
   b.residual = buf.at((size_t{2} << 20) + 2);  // residual one element off
-  refused(b, staged);
+  refused_args(b, staged, "16-byte aligned");
   b = a;
   b.x_row_stride = 4100;  // 8200 bytes
-  refused(b, staged);
+  refused_args(b, staged, "row strides of a multiple of 16 bytes");
   b = a;
   b.cols = b.x_row_stride = b.y_row_stride = 40000;  // weight + 2 stages of 80000 bytes
-  refused(b, make_staged(256, 2, 1));
+  refused_args(b, make_staged(256, 2, 1), "bytes of shared memory");
   b = a;
   b.cols = 100;  // 200 bytes
   b.x_row_stride = b.y_row_stride = 104;
@@ -662,26 +681,49 @@ TEST(RmsNormKernels, StagedInvalid) {
   CUDA_OK(cudaMemcpy(host.data(), buf.ptr, buf.bytes, cudaMemcpyDeviceToHost));
   EXPECT_TRUE(std::all_of(host.begin(), host.end(), [](unsigned char v) { return v == 0xFF; }));
   EXPECT_NE(staged.str().find(",staged_rows=4"), std::string::npos) << staged.str();
-  for (const DType dtype : kDtypes)
-    for (const int64_t cols : kCols)
-      for (const auto& c : rms_norm_tuning_space(2048, cols, dtype, 0))
-        EXPECT_EQ(c.staged_rows, 0) << c.str();
 }
 
-// The defaults are members of their tuning spaces and every member is a valid configuration.
+// The defaults are members of their tuning spaces (the fallback second) and every member is a
+// valid configuration; the fallback is never staged and equals an unstaged default; the default is
+// staged exactly for plain RMSNorm on at least as many rows as multiprocessors, rows of at least
+// 16 KB with two blocks' stages in shared memory, on sm_90; a staged member's stages fit.
 TEST(RmsNormKernels, ConfigFunctions) {
   SKIP_WITHOUT_GPU();
+  const auto& props = tileops::cuda_device_properties(0);
   for (const DType dtype : kDtypes)
-    for (const int64_t rows : kRows)
-      for (const int64_t cols : kCols) {
-        const RmsNormConfig def = rms_norm_default_config(rows, cols, dtype, 0);
-        EXPECT_GT(def.threads, 0);
-        EXPECT_EQ(def.threads % def.rows_per_block, 0);
-        const auto space = rms_norm_tuning_space(rows, cols, dtype, 0);
-        ASSERT_FALSE(space.empty());
-        EXPECT_EQ(space.front(), def) << def.str();
-        for (const auto& c : space) EXPECT_FALSE(c.str().empty());
-      }
+    for (const bool fused : {false, true})
+      for (const int64_t rows : {int64_t{1}, int64_t{64}, int64_t{props.sm_count}, int64_t{2048}})
+        for (const int64_t cols : kCols) {
+          const std::string where = dtype_str(dtype) + (fused ? " fused [" : " [") +
+                                    std::to_string(rows) + ", " + std::to_string(cols) + "]";
+          const RmsNormConfig def = rms_norm_default_config(rows, cols, dtype, fused, 0);
+          const RmsNormConfig fallback = rms_norm_fallback_config(rows, cols, dtype, fused, 0);
+          EXPECT_GT(def.threads, 0);
+          EXPECT_EQ(def.threads % def.rows_per_block, 0);
+          EXPECT_EQ(fallback.staged_rows, 0) << where;
+          const int64_t row_bytes = cols * static_cast<int64_t>(tileops::element_size(dtype));
+          const bool want_staged = !fused && rows >= props.sm_count && row_bytes >= 16384 &&
+                                   props.major == 9 &&
+                                   rms_norm_staged_max_rows(cols, dtype, false, 2) >= 2;
+          EXPECT_EQ(def.staged_rows != 0, want_staged) << where << ": " << def.str();
+          if (def.staged_rows == 0) {
+            EXPECT_EQ(def, fallback) << where;
+          }
+          const auto space = rms_norm_tuning_space(rows, cols, dtype, fused, 0);
+          ASSERT_GE(space.size(), 2u) << where;
+          EXPECT_EQ(space.front(), def) << where << ": " << def.str();
+          if (def.staged_rows != 0) {
+            EXPECT_EQ(space[1], fallback) << where;
+          }
+          for (const auto& c : space) {
+            EXPECT_FALSE(c.str().empty());
+            if (c.staged_rows != 0) {
+              EXPECT_LE(c.staged_rows,
+                        rms_norm_staged_max_rows(cols, dtype, fused, std::max(1, c.blocks_per_sm)))
+                  << where << ": " << c.str();
+            }
+          }
+        }
 }
 
 #endif  // TILEOPS_WITH_CUDA

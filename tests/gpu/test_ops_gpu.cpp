@@ -61,6 +61,35 @@ TEST(GpuOps, RMSNormNonContiguousInPlaceAndEmpty) {
   EXPECT_EQ(gpu_op(Tensor::empty({0, 256}, DType::bfloat16, kGpu), w.to(kGpu)).numel(), 0);
 }
 
+// On sm_90, many rows of 16 KB take the staged kernel by default, which serves only 16-byte
+// aligned pointers and row strides: the same op (one kernel for the signature) then serves a view
+// one element in, with rows of an odd stride, through the fallback configuration, tuned or not.
+TEST(GpuOps, RMSNormStagedDefaultAndItsFallback) {
+  SKIP_WITHOUT_GPU();
+  for (const auto& [dtype, cols] : {std::pair{DType::bfloat16, std::int64_t{8192}},
+                                    std::pair{DType::float32, std::int64_t{4096}}}) {
+    const std::string what = std::string(dtype_name(dtype)) + " cols " + std::to_string(cols);
+    const Tensor x = Tensor::randn({264, cols + 1}, dtype, 21);
+    const Tensor w = Tensor::randn({cols}, dtype, 22, Device::cpu(), 1.0, 0.5);
+    const Tensor aligned = x.slice(1, 0, cols).contiguous();
+    const Tensor view = x.slice(1, 1, cols + 1);  // one element in, row stride cols + 1
+    RMSNormFwdOp cpu_op({.normalized_shape = {cols}});
+    RMSNormFwdOp gpu_op({.normalized_shape = {cols}});
+    expect_close(gpu_op(aligned.to(kGpu), w.to(kGpu)), cpu_op(aligned, w), what + " aligned");
+    if (cuda_device_properties(0).major == 9) {
+      ASSERT_TRUE(gpu_op.kernel_config().has_value());
+      EXPECT_THAT(*gpu_op.kernel_config(), testing::HasSubstr("staged_rows=")) << what;
+    }
+    const Tensor view_gpu = x.to(kGpu).slice(1, 1, cols + 1);
+    ASSERT_FALSE(view_gpu.is_contiguous());
+    expect_close(gpu_op(view_gpu, w.to(kGpu)), cpu_op(view, w), what + " view");
+    RMSNormFwdOp tuned({.normalized_shape = {cols}});
+    tuned.request_tune();
+    expect_close(tuned(view_gpu, w.to(kGpu)), cpu_op(view, w), what + " view, tuned");
+    expect_close(tuned(aligned.to(kGpu), w.to(kGpu)), cpu_op(aligned, w), what + " aligned, tuned");
+  }
+}
+
 TEST(GpuOps, FusedAddRMSNormMatchesTheCpuImplementation) {
   SKIP_WITHOUT_GPU();
   for (const DType dtype : {DType::float32, DType::float16, DType::bfloat16}) {

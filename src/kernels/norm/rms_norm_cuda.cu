@@ -1163,41 +1163,51 @@ bool aligned_to(const void* p, int64_t align) {
   return reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(align) == 0;
 }
 
-// The staged kernel (config.staged_rows > 0), after launch_rms_norm's common checks.
-void launch_staged(const RmsNormArgs& a, const RmsNormConfig& config, void* stream) {
+// Empty when the staged kernel can run `config` on these arguments on the current device, else
+// why not (the configuration's own fields are checked by check_staged_config).
+std::string staged_refusal(const RmsNormArgs& a, const RmsNormConfig& config) {
   const bool fused = a.residual != nullptr;
   const int64_t es = static_cast<int64_t>(element_size(a.dtype));
   const int64_t row_bytes = a.cols * es;
+  if (!aligned_to(a.x, 16) || !aligned_to(a.y, 16) || !aligned_to(a.weight, 16) ||
+      (fused && !aligned_to(a.residual, 16)))
+    return "the staged kernel needs x, residual, weight and y 16-byte aligned";
+  const int64_t vec = 16 / es;
+  if (a.rows > 1 && (a.x_row_stride % vec != 0 || a.y_row_stride % vec != 0 ||
+                     (fused && a.residual_row_stride % vec != 0)))
+    return "the staged kernel needs row strides of a multiple of 16 bytes";
+  const int64_t smem = staged_smem_bytes(row_bytes, config.staged_rows, fused);
+  if (smem > kSm90SmemPerBlock)
+    return "the weight and " + std::to_string(config.staged_rows) + " stages of " +
+           std::to_string(row_bytes * (fused ? 2 : 1)) + " bytes need " + std::to_string(smem) +
+           " bytes of shared memory, a block has at most " + std::to_string(kSm90SmemPerBlock);
+  int device = 0;
+  if (const cudaError_t err = cudaGetDevice(&device); err != cudaSuccess)
+    throw_cuda(err, "cudaGetDevice");
+  const CudaDeviceProperties& props = cuda_device_properties(device);
+  if (props.major != 9)
+    return "the staged kernel needs a device of compute capability 9.x, not " +
+           std::to_string(props.major) + ".x";
+  if (smem > static_cast<int64_t>(props.shared_mem_per_block_optin))
+    return std::to_string(smem) + " bytes of shared memory, the device allows " +
+           std::to_string(props.shared_mem_per_block_optin) + " a block";
+  return {};
+}
+
+// The staged kernel (config.staged_rows > 0), after launch_rms_norm's common checks.
+void launch_staged(const RmsNormArgs& a, const RmsNormConfig& config, void* stream) {
+  const bool fused = a.residual != nullptr;
+  const int64_t row_bytes = a.cols * static_cast<int64_t>(element_size(a.dtype));
   const auto refuse = [&](const std::string& why) {
     throw SignatureError("rms_norm (CUDA): config {" + config.str() + "} cannot serve [" +
                          std::to_string(a.rows) + ", " + std::to_string(a.cols) + "]" +
                          (fused ? " fused" : "") + ": " + why);
   };
-  if (!aligned_to(a.x, 16) || !aligned_to(a.y, 16) || !aligned_to(a.weight, 16) ||
-      (fused && !aligned_to(a.residual, 16)))
-    refuse("the staged kernel needs x, residual, weight and y 16-byte aligned");
-  const int64_t vec = 16 / es;
-  if (a.rows > 1 && (a.x_row_stride % vec != 0 || a.y_row_stride % vec != 0 ||
-                     (fused && a.residual_row_stride % vec != 0)))
-    refuse("the staged kernel needs row strides of a multiple of 16 bytes");
-  const int64_t smem = staged_smem_bytes(row_bytes, config.staged_rows, fused);
-  if (smem > kSm90SmemPerBlock)
-    refuse("the weight and " + std::to_string(config.staged_rows) + " stages of " +
-           std::to_string(row_bytes * (fused ? 2 : 1)) + " bytes need " + std::to_string(smem) +
-           " bytes of shared memory, a block has at most " + std::to_string(kSm90SmemPerBlock));
-
+  if (const std::string why = staged_refusal(a, config); !why.empty()) refuse(why);
   int device = 0;
   if (const cudaError_t err = cudaGetDevice(&device); err != cudaSuccess)
     throw_cuda(err, "cudaGetDevice");
-  const CudaDeviceProperties& props = cuda_device_properties(device);
-  const int major = props.major;
-  if (major != 9)
-    refuse("the staged kernel needs a device of compute capability 9.x, not " +
-           std::to_string(major) + ".x");
-  const int optin = static_cast<int>(props.shared_mem_per_block_optin);
-  if (smem > optin)
-    refuse(std::to_string(smem) + " bytes of shared memory, the device allows " +
-           std::to_string(optin) + " a block");
+  const int optin = static_cast<int>(cuda_device_properties(device).shared_mem_per_block_optin);
 
   const StagedLayout layout = staged_layout(row_bytes, config.staged_rows, fused);
   const StagedFn fn = staged_kernel(a.dtype, fused);
@@ -1269,9 +1279,21 @@ int rms_norm_staged_max_rows(int64_t cols, DType dtype, bool fused, int blocks_p
   return stages >= 2 ? stages : 0;
 }
 
-// The staged kernel (staged_rows > 0) is neither a default nor in the tuning space below: it has
-// not been run on hardware yet; the bench times it with TILEOPS_BENCH_STAGED=1.
-RmsNormConfig rms_norm_default_config(int64_t rows, int64_t cols, DType dtype, int device) {
+namespace {
+
+// A staged configuration: `per_sm` blocks a multiprocessor (a thread per vector of the row, up to
+// 1024 threads for one block, 512 for two), `stages` rows in flight.
+RmsNormConfig make_staged_config(int64_t nvec, int per_sm, int stages) {
+  RmsNormConfig c = make_config(
+      static_cast<int>(std::clamp<int64_t>(round_up(nvec, 32), 32, per_sm == 1 ? 1024 : 512)), 1, 0,
+      false);
+  c.blocks_per_sm = per_sm;
+  c.staged_rows = stages;
+  return c;
+}
+
+RmsNormConfig default_config(int64_t rows, int64_t cols, DType dtype, bool fused, int device,
+                             bool allow_staged) {
   check_dtype(dtype);
   rows = std::max<int64_t>(rows, 1);
   const int64_t nvec = std::max<int64_t>(ceil_div(cols, vec_elems(dtype)), 1);
@@ -1284,6 +1306,20 @@ RmsNormConfig rms_norm_default_config(int64_t rows, int64_t cols, DType dtype, i
     while (static_cast<int64_t>(tpr) * nv < nvec) nv *= 2;
     const int threads = static_cast<int>(std::min<int64_t>(256, round_up(rows * tpr, 32)));
     return make_config(threads, threads / tpr, nv, true);
+  }
+  const int64_t row_bytes = cols * static_cast<int64_t>(element_size(dtype));
+  if (allow_staged && !fused && row_bytes >= 16384 && rows >= sm_count(device) &&
+      cuda_device_properties(device).major == 9) {
+    // Plain RMSNorm on many rows of at least 16 KB: the staged kernel, two blocks of up to 512
+    // threads a multiprocessor with as many stages as fit (rows of up to about 36 KB). Measured on
+    // the H200 (2026-11-29, kernel bench, memset flush, medians of 31), against the
+    // register-resident default: bf16 [16384, 8192] 165 -> 146 us, fp16 167 -> 146 us, fp32
+    // [16384, 8192] 286 -> 277 us, bf16 [2048, 16384] 42.9 -> 40.5 us, fp32 [2048, 4096]
+    // 22.6 -> 21.9 us. Not for fused add + RMSNorm (two rows a stage; not faster there: bf16
+    // [2048, 16384] 76.3 -> 75.5 us with one block of 3 stages), nor for rows of 8 KB (bf16
+    // [2048, 4096] 13.4 -> 15.0 us) or fewer rows than multiprocessors ([64, 8192] 5.73 -> 5.70).
+    if (const int stages = rms_norm_staged_max_rows(cols, dtype, false, 2); stages >= 2)
+      return make_staged_config(nvec, 2, stages);
   }
   if (nvec <= 1024) {
     // Rows of up to 1024 vectors (bf16 8192, fp32 4096): 4 vectors a thread, the weight slice in
@@ -1325,16 +1361,39 @@ RmsNormConfig rms_norm_default_config(int64_t rows, int64_t cols, DType dtype, i
   return make_config(256, 1, 0, false);
 }
 
-// No staged configuration here (unvalidated on hardware; see rms_norm_default_config).
+}  // namespace
+
+RmsNormConfig rms_norm_default_config(int64_t rows, int64_t cols, DType dtype, bool fused,
+                                      int device) {
+  return default_config(rows, cols, dtype, fused, device, true);
+}
+
+RmsNormConfig rms_norm_fallback_config(int64_t rows, int64_t cols, DType dtype, bool fused,
+                                       int device) {
+  return default_config(rows, cols, dtype, fused, device, false);
+}
+
+std::string rms_norm_staged_refusal(const RmsNormArgs& args, const RmsNormConfig& config) {
+  return config.staged_rows == 0 ? std::string() : staged_refusal(args, config);
+}
+
 std::vector<RmsNormConfig> rms_norm_tuning_space(int64_t rows, int64_t cols, DType dtype,
-                                                 int device) {
+                                                 bool fused, int device) {
   std::vector<RmsNormConfig> out;
   const auto add = [&](const RmsNormConfig& c) {
     if (check_config(c, dtype, cols).empty() && std::find(out.begin(), out.end(), c) == out.end())
       out.push_back(c);
   };
-  add(rms_norm_default_config(rows, cols, dtype, device));
+  add(rms_norm_default_config(rows, cols, dtype, fused, device));
+  add(rms_norm_fallback_config(rows, cols, dtype, fused, device));
   const int64_t nvec = std::max<int64_t>(ceil_div(cols, vec_elems(dtype)), 1);
+  if (nvec > 128 && cuda_device_properties(device).major == 9) {
+    // The staged kernel with one block a multiprocessor (the most stages) and with two.
+    for (const int per_sm : {1, 2}) {
+      if (const int stages = rms_norm_staged_max_rows(cols, dtype, fused, per_sm); stages >= 2)
+        add(make_staged_config(nvec, per_sm, stages));
+    }
+  }
   if (nvec <= 256) {
     // Several rows per warp or a warp per row.
     for (const int tpr : {8, 16, 32}) {
@@ -1363,7 +1422,7 @@ std::vector<RmsNormConfig> rms_norm_tuning_space(int64_t rows, int64_t cols, DTy
     // The variants: the default with the other grids; each variant kernel with the fewest threads
     // per row that hold the row (blocks of at least 128 threads), pipelined ones also on the
     // balanced grid, unhinted single-row ones also with a block per row group.
-    const RmsNormConfig def = out.front();
+    const RmsNormConfig def = rms_norm_fallback_config(rows, cols, dtype, fused, device);
     for (const RmsGrid g : {RmsGrid::balanced, RmsGrid::all}) {
       RmsNormConfig c = def;
       c.grid = g;

@@ -73,8 +73,9 @@ struct RmsNormConfig {
   /// rows_in_flight 1, cluster_size 1, cache_hint 0), grid persistent or balanced, rows of a
   /// multiple of 16 bytes, 16-byte aligned x, residual, weight and y with row strides of a
   /// multiple of 16 bytes, weight + D stages in the shared memory of a block (see
-  /// rms_norm_staged_max_rows), and a device of compute capability 9.x; else SignatureError (no
-  /// fallback). Not validated on hardware yet: never a default, not in the tuning space.
+  /// rms_norm_staged_max_rows), and a device of compute capability 9.x; else launch_rms_norm
+  /// raises SignatureError (rms_norm_staged_refusal says so beforehand, and
+  /// rms_norm_fallback_config is what serves such arguments instead).
   int staged_rows = 0;
 
   int threads_per_row() const { return rows_per_block > 0 ? threads / rows_per_block : 0; }
@@ -96,12 +97,28 @@ struct RmsNormArgs {
   DType dtype = DType::bfloat16;  ///< float32, float16 or bfloat16 (x, residual, weight, y)
 };
 
-/// A good default for the shape on `device` (its multiprocessor count is read once and cached).
-RmsNormConfig rms_norm_default_config(int64_t rows, int64_t cols, DType dtype, int device);
+/// A good default for the shape (fused: fused add + RMSNorm) on `device` (its properties are read
+/// once and cached). It may be a staged configuration (plain RMSNorm on many rows of at least
+/// 16 KB on sm_90), which serves only 16-byte aligned pointers and row strides: check the call's
+/// arguments with rms_norm_staged_refusal and use rms_norm_fallback_config when it refuses.
+RmsNormConfig rms_norm_default_config(int64_t rows, int64_t cols, DType dtype, bool fused,
+                                      int device);
 
-/// Candidates for tuning; each one serves (rows, cols, dtype) correctly. The default is first.
+/// The default among the configurations that serve any pointer alignment and row stride (never a
+/// staged one); the same as rms_norm_default_config wherever that one is not staged.
+RmsNormConfig rms_norm_fallback_config(int64_t rows, int64_t cols, DType dtype, bool fused,
+                                       int device);
+
+/// Empty when `config` is not staged or the staged kernel can run it on `args` on the current
+/// device; else why not (unaligned pointers or row strides, too little shared memory, a device
+/// other than compute capability 9.x).
+std::string rms_norm_staged_refusal(const RmsNormArgs& args, const RmsNormConfig& config);
+
+/// Candidates for tuning: the default first, then the fallback; each one is a valid configuration
+/// for (cols, dtype, fused); the staged ones serve only the arguments rms_norm_staged_refusal
+/// accepts.
 std::vector<RmsNormConfig> rms_norm_tuning_space(int64_t rows, int64_t cols, DType dtype,
-                                                 int device);
+                                                 bool fused, int device);
 
 /// The most stages (RmsNormConfig::staged_rows) of the staged kernel for rows of `cols` elements
 /// of `dtype` (fused: x and the residual per stage) when `blocks_per_sm` blocks (>= 1) share the

@@ -21,7 +21,9 @@ std::optional<std::string> RmsNormCuda::refusal(const RmsNormCall& call) {
 RmsNormCuda::RmsNormCuda(const RmsNormCall& call)
     : call_(call),
       config_(cuda_kernels::rms_norm_default_config(call.rows, call.cols, call.dtype,
-                                                    call.device.index)) {}
+                                                    call.fused_add, call.device.index)),
+      fallback_(cuda_kernels::rms_norm_fallback_config(call.rows, call.cols, call.dtype,
+                                                       call.fused_add, call.device.index)) {}
 
 std::string RmsNormCuda::config() const {
   std::lock_guard lock(mutex_);
@@ -31,15 +33,25 @@ std::string RmsNormCuda::config() const {
 std::vector<std::string> RmsNormCuda::tuning_space() const {
   std::vector<std::string> out;
   for (const auto& c : cuda_kernels::rms_norm_tuning_space(call_.rows, call_.cols, call_.dtype,
-                                                           call_.device.index)) {
+                                                           call_.fused_add, call_.device.index)) {
     out.push_back(c.str());
   }
   return out;
 }
 
 void RmsNormCuda::tune(const cuda_kernels::RmsNormArgs& args, void* stream) {
-  const auto space = cuda_kernels::rms_norm_tuning_space(call_.rows, call_.cols, call_.dtype,
-                                                         call_.device.index);
+  // The candidates that serve these arguments: the staged ones only on 16-byte aligned pointers
+  // and row strides (the database key says which set was timed).
+  std::vector<cuda_kernels::RmsNormConfig> space;
+  bool staged_refused = false;
+  for (const auto& c : cuda_kernels::rms_norm_tuning_space(call_.rows, call_.cols, call_.dtype,
+                                                           call_.fused_add, call_.device.index)) {
+    if (cuda_kernels::rms_norm_staged_refusal(args, c).empty()) {
+      space.push_back(c);
+    } else {
+      staged_refused = true;
+    }
+  }
   // Tuning launches write y repeatedly (harmless) and, in fused mode, would add x into the
   // residual repeatedly: tune on a scratch copy of the residual.
   cuda_kernels::RmsNormArgs trial = args;
@@ -48,12 +60,13 @@ void RmsNormCuda::tune(const cuda_kernels::RmsNormArgs& args, void* stream) {
     scratch = Tensor::empty({args.rows, args.residual_row_stride}, call_.dtype, call_.device);
     trial.residual = scratch.data_ptr();
   }
-  const std::string key = tuning_key("rms_norm", call_.str());
+  const std::string key =
+      tuning_key("rms_norm", call_.str() + (staged_refused ? " unaligned" : ""));
   std::vector<std::string> names;
   for (const auto& c : space) names.push_back(c.str());
-  const std::size_t best = tune_by_timing(key, names, call_.device.index, stream, [&](std::size_t i) {
-    cuda_kernels::launch_rms_norm(trial, space[i], stream);
-  });
+  const std::size_t best = tune_by_timing(
+      key, names, call_.device.index, stream,
+      [&](std::size_t i) { cuda_kernels::launch_rms_norm(trial, space[i], stream); });
   config_ = space[best];
   tuned_ = true;
 }
@@ -79,6 +92,9 @@ void RmsNormCuda::forward(const Tensor& x, const Tensor* residual, const Tensor&
     if (tune_requested() && !tuned_) tune(args, stream);
     config = config_;
   }
+  // A staged configuration serves only aligned pointers and row strides: these arguments may not
+  // be (a view one element in, a padded row).
+  if (!cuda_kernels::rms_norm_staged_refusal(args, config).empty()) config = fallback_;
   cuda_kernels::launch_rms_norm(args, config, stream);
 }
 

@@ -31,6 +31,7 @@ class RmsNormCuda final : public Kernel, public RmsNormInterface {
   RmsNormCall call_;
   mutable std::mutex mutex_;
   cuda_kernels::RmsNormConfig config_;
+  const cuda_kernels::RmsNormConfig fallback_;  ///< for arguments a staged config_ cannot serve
   bool tuned_ = false;
 };
 
