@@ -139,7 +139,9 @@ TimingResult time_cuda(const std::function<void()>& fn, int device, const Timing
   std::pair<void*, std::size_t> flush{nullptr, 0};
   if (options.flush_l2) flush = flush_buffer(device);
 
-  // Runs `n` timed iterations, each preceded by an L2 flush outside the timed region.
+  // Runs `n` timed iterations, each preceded by an L2 flush outside the timed region and followed
+  // by a wait for its stop event, so that each call is enqueued while the flush runs and none
+  // overlaps the next iteration's flush (bench/peers.py times the peers the same way).
   auto timed = [&](int n) {
     Events events(2 * static_cast<std::size_t>(n));
     for (int i = 0; i < n; ++i) {
@@ -149,8 +151,8 @@ TimingResult time_cuda(const std::function<void()>& fn, int device, const Timing
       check(cudaEventRecord(events[2 * i], stream), "cudaEventRecord");
       fn();
       check(cudaEventRecord(events[2 * i + 1], stream), "cudaEventRecord");
+      check(cudaEventSynchronize(events[2 * i + 1]), "cudaEventSynchronize");
     }
-    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
     std::vector<double> out;
     out.reserve(static_cast<std::size_t>(n));
     for (int i = 0; i < n; ++i) {

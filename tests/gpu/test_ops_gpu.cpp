@@ -90,6 +90,32 @@ TEST(GpuOps, RMSNormStagedDefaultAndItsFallback) {
   }
 }
 
+// The same for fused add + RMSNorm (staged with x and the residual in each stage): a residual view
+// one element in, updated in place, through the fallback.
+TEST(GpuOps, FusedAddRMSNormStagedDefaultAndItsFallback) {
+  SKIP_WITHOUT_GPU();
+  const std::int64_t cols = 8192;
+  const DType dtype = DType::bfloat16;
+  const Tensor x = Tensor::randn({264, cols}, dtype, 23);
+  const Tensor r = Tensor::randn({264, cols + 1}, dtype, 24);
+  const Tensor w = Tensor::randn({cols}, dtype, 25, Device::cpu(), 1.0, 0.5);
+  FusedAddRMSNormFwdOp cpu_op({.normalized_shape = {cols}});
+  FusedAddRMSNormFwdOp gpu_op({.normalized_shape = {cols}});
+  for (const bool view : {false, true}) {
+    const std::string what = view ? "residual view" : "aligned";
+    const Tensor r_cpu = view ? r.clone().slice(1, 1, cols + 1) : r.slice(1, 0, cols).contiguous();
+    const Tensor r_gpu = view ? r.to(kGpu).slice(1, 1, cols + 1) : r_cpu.to(kGpu);
+    const Tensor y_gpu = gpu_op(x.to(kGpu), r_gpu, w.to(kGpu), poisoned({264, cols}, dtype));
+    if (!view && cuda_device_properties(0).major == 9) {
+      ASSERT_TRUE(gpu_op.kernel_config().has_value());
+      EXPECT_THAT(*gpu_op.kernel_config(), testing::HasSubstr("staged_rows="));
+    }
+    const Tensor y_cpu = cpu_op(x, r_cpu, w);
+    expect_close(y_gpu, y_cpu, "y, " + what);
+    expect_close(r_gpu, r_cpu, "residual, " + what);
+  }
+}
+
 TEST(GpuOps, FusedAddRMSNormMatchesTheCpuImplementation) {
   SKIP_WITHOUT_GPU();
   for (const DType dtype : {DType::float32, DType::float16, DType::bfloat16}) {

@@ -20,7 +20,8 @@ struct TimingOptions {
   int min_iters = 10;
   int max_iters = 200;
   /// CUDA: overwrite a buffer of twice the L2 size (cudaMemsetAsync) before each iteration,
-  /// outside the timed region, so that every iteration starts with a cold L2.
+  /// outside the timed region, so that every iteration starts with a cold L2. (Each iteration
+  /// waits for its stop event before the next flush.)
   bool flush_l2 = true;
 };
 

@@ -1308,18 +1308,24 @@ RmsNormConfig default_config(int64_t rows, int64_t cols, DType dtype, bool fused
     return make_config(threads, threads / tpr, nv, true);
   }
   const int64_t row_bytes = cols * static_cast<int64_t>(element_size(dtype));
-  if (allow_staged && !fused && row_bytes >= 16384 && rows >= sm_count(device) &&
+  if (allow_staged && row_bytes >= 16384 && rows >= sm_count(device) &&
       cuda_device_properties(device).major == 9) {
-    // Plain RMSNorm on many rows of at least 16 KB: the staged kernel, two blocks of up to 512
-    // threads a multiprocessor with as many stages as fit (rows of up to about 36 KB). Measured on
-    // the H200 (2026-11-29, kernel bench, memset flush, medians of 31), against the
-    // register-resident default: bf16 [16384, 8192] 165 -> 146 us, fp16 167 -> 146 us, fp32
-    // [16384, 8192] 286 -> 277 us, bf16 [2048, 16384] 42.9 -> 40.5 us, fp32 [2048, 4096]
-    // 22.6 -> 21.9 us. Not for fused add + RMSNorm (two rows a stage; not faster there: bf16
-    // [2048, 16384] 76.3 -> 75.5 us with one block of 3 stages), nor for rows of 8 KB (bf16
-    // [2048, 4096] 13.4 -> 15.0 us) or fewer rows than multiprocessors ([64, 8192] 5.73 -> 5.70).
-    if (const int stages = rms_norm_staged_max_rows(cols, dtype, false, 2); stages >= 2)
+    // Many rows of at least 16 KB: the staged kernel, two blocks of up to 512 threads a
+    // multiprocessor with as many stages as fit, else one block of up to 1024 threads when it
+    // holds at least 3 stages. Measured on the H200 (2026-11-29, kernel bench, memset flush,
+    // medians of 31), against the register-resident default:
+    //   plain, two blocks: bf16 [16384, 8192] 165 -> 146 us, fp16 167 -> 146 us, fp32 [16384,
+    //   8192] 286 -> 277 us, bf16 [2048, 8192] 27.3 -> 23.1 us, bf16 [2048, 16384] 42.9 -> 40.5
+    //   us, fp32 [2048, 4096] 22.6 -> 21.9 us;
+    //   fused: bf16 [2048, 8192] 41.6 -> 39.7 us (two blocks of 3 stages), bf16 [2048, 16384]
+    //   76.6 -> 75.2 us (one block of 3 stages).
+    // Not for rows of 8 KB (bf16 [2048, 4096] 13.4 -> 15.0 us) nor fewer rows than
+    // multiprocessors ([64, 8192] 5.73 -> 5.70 us, [1, 4096] 4.54 -> 4.74 us). Plain rows over
+    // about 36 KB (one block of 3 stages) have not been measured.
+    if (const int stages = rms_norm_staged_max_rows(cols, dtype, fused, 2); stages >= 2)
       return make_staged_config(nvec, 2, stages);
+    if (const int stages = rms_norm_staged_max_rows(cols, dtype, fused, 1); stages >= 3)
+      return make_staged_config(nvec, 1, stages);
   }
   if (nvec <= 1024) {
     // Rows of up to 1024 vectors (bf16 8192, fp32 4096): 4 vectors a thread, the weight slice in
