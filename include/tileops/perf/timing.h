@@ -19,9 +19,10 @@ struct TimingOptions {
   /// Bounds of the number of timed iterations.
   int min_iters = 10;
   int max_iters = 200;
-  /// CUDA: overwrite a buffer of twice the L2 size (cudaMemsetAsync) before each iteration,
-  /// outside the timed region, so that every iteration starts with a cold L2. (Each iteration
-  /// waits for its stop event before the next flush.)
+  /// CUDA: overwrite a buffer of max(2 x L2, 512 MiB) bytes (cudaMemsetAsync) before each
+  /// iteration, outside the timed region, so that every iteration starts with a cold L2 and the
+  /// call is enqueued while the flush runs. (Each iteration waits for its stop event before the
+  /// next flush.)
   bool flush_l2 = true;
 };
 
