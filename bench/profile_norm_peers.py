@@ -18,10 +18,12 @@ CASES = [
     ("rms bf16 64x8192", False, 64, 8192, torch.bfloat16),
     ("rms bf16 2048x4096", False, 2048, 4096, torch.bfloat16),
     ("rms fp32 2048x4096", False, 2048, 4096, torch.float32),
+    ("rms bf16 2048x8192", False, 2048, 8192, torch.bfloat16),
     ("rms bf16 2048x16384", False, 2048, 16384, torch.bfloat16),
     ("fused bf16 1x4096", True, 1, 4096, torch.bfloat16),
     ("fused bf16 2048x4096", True, 2048, 4096, torch.bfloat16),
     ("fused fp16 2048x4096", True, 2048, 4096, torch.float16),
+    ("fused bf16 2048x8192", True, 2048, 8192, torch.bfloat16),
     ("fused bf16 2048x16384", True, 2048, 16384, torch.bfloat16),
 ]
 
