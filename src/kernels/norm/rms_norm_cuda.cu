@@ -1,13 +1,17 @@
 // CUDA kernels of RMSNorm and fused add+RMSNorm (see rms_norm_cuda.h for the semantics).
 //
-// Two kernels, both persistent (grid-stride over groups of rows, grid sized from the SM count and
-// the occupancy), both with fp32 accumulation and a warp-shuffle + shared-memory reduction:
+// Every kernel loops over groups of rows with a grid stride, accumulates in fp32 and reduces with
+// warp shuffles and shared memory:
 // - resident: each thread keeps NV 16-byte vectors of its row in registers (as packed T), so x
 //   (and the residual) are read from device memory once; the last cols % VEC elements (the tail)
-//   are one scalar per thread of the first threads of the row.
+//   are one scalar per thread of the first threads of the row. Its variants (resident_v2: two
+//   rows in flight, 2-block clusters, cache hints, 16 vectors) are tuning-space members.
 // - streaming: any row length; pass 1 accumulates the sum of squares (and in fused mode writes
 //   r = T(x + residual)), pass 2 re-reads the row (from L2) and writes y. With VEC == 1 this is
 //   the scalar path taken when a pointer or a row stride is not 16-byte aligned.
+// - staged (sm_90): a persistent block streams its rows through a ring of shared-memory stages
+//   filled by 1D TMA bulk copies; the default for many rows of 16 KB and more (see
+//   rms_norm_default_config), refused for unaligned arguments (rms_norm_staged_refusal).
 // A row is handled by threads_per_row threads (8, 16, 32 or a multiple of 32); a block holds
 // threads / threads_per_row rows at once.
 #include "kernels/norm/rms_norm_cuda.h"
@@ -634,7 +638,8 @@ __global__ void __launch_bounds__(kStreamingMaxThreads)
 
 // ---------------------------------------------------------------------------------------------
 // Staged kernel (RmsNormConfig::staged_rows = D >= 2, sm_90a): rows of a multiple of 16 bytes,
-// every pointer and row stride 16-byte aligned (the host checks; no scalar tail, no fallback).
+// every pointer and row stride 16-byte aligned (checked by rms_norm_staged_refusal: no scalar
+// tail here; the op's kernel runs rms_norm_fallback_config on arguments it refuses).
 //
 // Each block of a persistent grid walks its rows (blockIdx.x, + gridDim.x, ...) one at a time,
 // all its threads on one row. The rows wait in a ring of D shared-memory stages (x, then the
