@@ -11,9 +11,12 @@
 //   TILEOPS_BENCH_REPS=N    repetitions (default 51)
 //   TILEOPS_BENCH_TUNE=1    also time every configuration of each shape's tuning space
 //   TILEOPS_BENCH_STAGED=1  also time the shared-memory-staged RMSNorm kernel (staged_rows, sm_90
-//                           only, in no tuning space): per shape, the most stages that fit one
-//                           block a multiprocessor (1024 threads at most), and two blocks a
-//                           multiprocessor (512 threads at most), where 2 stages fit
+//                           only): per shape, the most stages that fit one block a multiprocessor
+//                           (1024 threads at most), and two blocks a multiprocessor (512 threads
+//                           at most), where 2 stages fit
+//   TILEOPS_BENCH_LEAN=1    also time the lean streaming RMSNorm kernels (streaming_unroll 1 and
+//                           2, in no tuning space yet): 256 and 512 threads, persistent grid and a
+//                           block per row
 //   TILEOPS_BENCH_FLUSH=... "memset" (default), "memset+read" (then also read 128 MB of the
 //                           flush buffer back to the host, so that no dirty flush lines are left in
 //                           L2 to be written back during the timed kernel), or "none"
@@ -375,7 +378,24 @@ std::vector<ck::RmsNormConfig> staged_configs(const RmsCase& c) {
   return out;
 }
 
-void register_all(bool tune, bool staged) {
+// The lean streaming configurations (RmsNormConfig::streaming_unroll 1 and 2).
+std::vector<ck::RmsNormConfig> lean_configs() {
+  std::vector<ck::RmsNormConfig> out;
+  for (const int unroll : {1, 2})
+    for (const int threads : {256, 512})
+      for (const auto grid : {ck::RmsGrid::persistent, ck::RmsGrid::all}) {
+        ck::RmsNormConfig cfg;
+        cfg.threads = threads;
+        cfg.rows_per_block = 1;
+        cfg.vecs_per_thread = 0;
+        cfg.grid = grid;
+        cfg.streaming_unroll = unroll;
+        out.push_back(cfg);
+      }
+  return out;
+}
+
+void register_all(bool tune, bool staged, bool lean) {
   int device = 0;
   cudaGetDevice(&device);
   // Copies of the byte counts of the cases below (bf16 [2048, 16384] read + write: 134 MB;
@@ -408,6 +428,11 @@ void register_all(bool tune, bool staged) {
                                           std::optional<ck::RmsNormConfig>{fallback}));
     if (staged) {
       for (const auto& cfg : staged_configs(c))
+        finish(benchmark::RegisterBenchmark((rms_name(c) + "/" + cfg.str()).c_str(), bench_rms, c,
+                                            std::optional<ck::RmsNormConfig>{cfg}));
+    }
+    if (lean) {
+      for (const auto& cfg : lean_configs())
         finish(benchmark::RegisterBenchmark((rms_name(c) + "/" + cfg.str()).c_str(), bench_rms, c,
                                             std::optional<ck::RmsNormConfig>{cfg}));
     }
@@ -449,7 +474,8 @@ int main(int argc, char** argv) {
     const char* v = std::getenv(name);
     return v != nullptr && v[0] != '\0' && v[0] != '0';
   };
-  register_all(flag("TILEOPS_BENCH_TUNE"), flag("TILEOPS_BENCH_STAGED"));
+  register_all(flag("TILEOPS_BENCH_TUNE"), flag("TILEOPS_BENCH_STAGED"),
+               flag("TILEOPS_BENCH_LEAN"));
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
 # Kernel durations by Nsight Compute, side by side: our RMSNorm kernels (bench_cuda_kernels, the
-# default configuration of each case; TILEOPS_BENCH_STAGED=1 adds the staged configurations)
-# and torch.compile's kernels of the same workloads (bench/profile_norm_peers.py), under one
-# method: ncu's duration of one
-# launch with its own cache control (caches flushed before each profiled launch), clocks not
-# locked. Prints one line per profiled launch (kernel, grid, block, registers, duration, DRAM
-# bytes). Needs a CUDA build with the bench (TILEOPS_BUILD_DIR, default build-gpu) or builds it.
-# Logs in $OUT (default $build/ncu-norm).
+# default configuration of each case; TILEOPS_BENCH_STAGED=1 adds the staged configurations) and
+# torch.compile's kernels of the same workloads (bench/profile_norm_peers.py), under one method:
+# ncu's duration of one launch with its own cache control (caches flushed before each profiled
+# launch), clocks not locked. Prints one line per profiled launch (kernel, grid, block, registers,
+# duration, DRAM bytes). Needs a CUDA build with the bench (TILEOPS_BUILD_DIR, default build-gpu)
+# or builds it. Logs in $OUT (default $build/ncu-norm).
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"

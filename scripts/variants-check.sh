@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Kernel-variant check for an H200: builds with CUDA, runs the GPU tests of the RMSNorm and grouped
-# GEMM kernels (every configuration of their tuning spaces; the opt-in staged RMSNorm kernel first,
-# alone, with a short limit), then times every RMSNorm configuration (the staged ones too when
-# their tests passed) on the bf16 [2048, 4096] / [2048, 16384] shapes (plain and fused, with copies of
-# the same bytes) and the grouped GEMM configurations on the two large MoE shapes (VARIANTS_CHECK_GEMM=0 skips them). Prints the
-# fastest configurations per shape last. Logs in $OUT (default build-gpu/variants-check).
+# GEMM kernels (every configuration of their tuning spaces; the staged RMSNorm kernel first, alone,
+# with a short limit, then the opt-in lean streaming kernels), then times every RMSNorm
+# configuration (the staged and lean ones too when their tests passed) on the bf16 [2048, 4096],
+# [2048, 8192] and [2048, 16384] shapes (plain and fused, with copies of the same bytes) and the
+# grouped GEMM configurations on the two large MoE shapes (VARIANTS_CHECK_GEMM=0 skips them).
+# Prints the fastest configurations per shape last. Logs in $OUT (default
+# build-gpu/variants-check).
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
@@ -24,15 +26,25 @@ timeout 60 "$build/tests/tileops_gpu_tests" --gtest_filter='RmsNormKernels.Stage
 staged_rc=$?
 echo "staged tests rc=$staged_rc"
 grep -E "^\[  (PASSED|FAILED) |Failure|OK \]" "$logs/staged-tests.log" | head -10
+# The lean streaming kernels (RmsNormConfig::streaming_unroll, opt-in): their bench configurations
+# only if their tests passed.
+timeout 120 "$build/tests/tileops_gpu_tests" --gtest_filter='RmsNormKernels.StreamingUnroll' \
+  > "$logs/lean-tests.log" 2>&1
+lean_rc=$?
+echo "lean streaming tests rc=$lean_rc"
+grep -E "^\[  (PASSED|FAILED) |Failure|OK \]" "$logs/lean-tests.log" | head -10
 timeout 200 "$build/tests/tileops_gpu_tests" \
-  --gtest_filter='RmsNormKernels.*:MoeGroupedGemm.*:-RmsNormKernels.Staged*' > "$logs/tests.log" 2>&1
+  --gtest_filter='RmsNormKernels.*:MoeGroupedGemm.*:-RmsNormKernels.Staged*:RmsNormKernels.StreamingUnroll' \
+  > "$logs/tests.log" 2>&1
 echo "tests rc=$?"
 grep -E "^\[  (PASSED|FAILED) |Failure|OK \]" "$logs/tests.log" | head -30
 staged_bench=0
 ((staged_rc == 0)) && staged_bench=1
-TILEOPS_BENCH_STAGED=$staged_bench TILEOPS_BENCH_TUNE=1 TILEOPS_BENCH_REPS=31 timeout 150 \
+lean_bench=0
+((lean_rc == 0)) && lean_bench=1
+TILEOPS_BENCH_STAGED=$staged_bench TILEOPS_BENCH_LEAN=$lean_bench TILEOPS_BENCH_TUNE=1 TILEOPS_BENCH_REPS=31 timeout 150 \
   "$build/bench/bench_cuda_kernels" \
-  --benchmark_filter='rms_norm/bf16/2048x(4096|16384)|^copy/(33554432|67108864|134217728|268435456)$' \
+  --benchmark_filter='rms_norm/bf16/2048x(4096|8192|16384)|^copy/(33554432|67108864|134217728|268435456)/' \
   > "$logs/rms.log" 2>&1
 echo "rms bench rc=$?"
 if [[ "${VARIANTS_CHECK_GEMM:-1}" == 1 ]]; then

@@ -547,6 +547,17 @@ TEST(RmsNormKernels, EmptyAndInvalid) {
   bad = make_streaming(256);
   bad.rows_in_flight = 2;
   EXPECT_THROW(launch_rms_norm(a, bad, nullptr), tileops::SignatureError);
+  // streaming_unroll: 0, 1, 2 or 4, and only for the 16-byte streaming kernel.
+  bad = make_streaming(256);
+  bad.streaming_unroll = 3;
+  EXPECT_THROW(launch_rms_norm(a, bad, nullptr), tileops::SignatureError);
+  bad = resident;
+  bad.streaming_unroll = 1;
+  EXPECT_THROW(launch_rms_norm(a, bad, nullptr), tileops::SignatureError);
+  bad = make_streaming(256);
+  bad.vec_bytes = 2;
+  bad.streaming_unroll = 2;
+  EXPECT_THROW(launch_rms_norm(a, bad, nullptr), tileops::SignatureError);
   a.dtype = DType::int32;
   EXPECT_THROW(launch_rms_norm(a, def, nullptr), tileops::SignatureError);
   EXPECT_THROW(rms_norm_default_config(16, 64, DType::int8, false, 0), tileops::SignatureError);
@@ -564,6 +575,41 @@ RmsNormConfig make_staged(int threads, int stages, int blocks_per_sm) {
   c.blocks_per_sm = blocks_per_sm;
   c.staged_rows = stages;
   return c;
+}
+
+// The lean streaming kernels (streaming_unroll 1 and 2; opt-in, in no tuning space yet) with
+// blocks of 128 and 512 threads on the persistent grid and a block per row: rows with scalar
+// tails, rows longer than a block's vectors, strided rows, y == x, a single row, and unaligned x
+// (the scalar path, which ignores streaming_unroll); their names.
+TEST(RmsNormKernels, StreamingUnroll) {
+  SKIP_WITHOUT_GPU();
+  const StridedCase cases[] = {{2048, 4096, 0, 0, 0, 0, false},
+                               {37, 16383, 0, 0, 0, 0, false},
+                               {64, 16384, 16392, 16400, 16384, 0, false},
+                               {23, 16383, 16384, 16384, 0, 0, true},
+                               {1, 8192, 0, 0, 0, 0, false},
+                               {300, 1000, 0, 0, 0, 0, false},
+                               {9, 65536, 0, 0, 0, 0, false},
+                               {19, 4096, 0, 0, 0, 1, false}};
+  std::vector<std::optional<RmsNormConfig> > configs;
+  for (const int unroll : {1, 2})
+    for (const int threads : {128, 512})
+      for (const auto grid :
+           {tileops::cuda_kernels::RmsGrid::persistent, tileops::cuda_kernels::RmsGrid::all}) {
+        RmsNormConfig c = make_streaming(threads);
+        c.streaming_unroll = unroll;
+        c.grid = grid;
+        configs.emplace_back(c);
+      }
+  RmsNormConfig named = make_streaming(256);
+  named.streaming_unroll = 2;
+  EXPECT_NE(named.str().find(",streaming_unroll=2"), std::string::npos) << named.str();
+  EXPECT_EQ(make_streaming(256).str().find("streaming_unroll"), std::string::npos);
+  uint64_t seed = 2500;
+  for (const DType dtype : kDtypes)
+    for (const bool fused : {false, true})
+      for (const StridedCase& k : cases)
+        ASSERT_NO_FATAL_FAILURE(check_problem(k.problem(dtype, fused, ++seed), configs));
 }
 
 // The shared-memory-staged kernel (staged_rows = D; sm_90 only) with D = 2, 4 and the most that
@@ -675,6 +721,9 @@ TEST(RmsNormKernels, StagedInvalid) {
   refused(a, bad);
   bad = staged;
   bad.threads = 48;
+  refused(a, bad);
+  bad = staged;
+  bad.streaming_unroll = 1;
   refused(a, bad);
   CUDA_OK(cudaDeviceSynchronize());
   std::vector<unsigned char> host(buf.bytes);

@@ -516,12 +516,15 @@ __global__ void __launch_bounds__(v2_max_threads(NV, kFused, kWeightInRegs, PIPE
 
 // ---------------------------------------------------------------------------------------------
 // Streaming kernel: any row length; VEC == 1 is the scalar path (element-aligned pointers only).
+// U: accesses in flight per thread and pass (8 scalar, 4 vectors). The lean variants (16-byte
+// vectors, U = 1 or 2, RmsNormConfig::streaming_unroll) trade loads in flight for registers:
+// their launch bounds ask for 4 (U = 1: 32 registers) or 2 (U = 2) blocks of 512 threads a
+// multiprocessor, so that latency is hidden by resident warps (with U = 4, 84-94 registers a
+// thread allow one block of 512).
 constexpr int kStreamingMaxThreads = 512;
 
-template <typename T, int VEC, bool kFused>
-__global__ void __launch_bounds__(kStreamingMaxThreads)
-    rms_norm_streaming_kernel(const RmsParams p) {
-  constexpr int U = VEC == 1 ? 8 : 4;  // accesses in flight per thread and pass
+template <typename T, int VEC, bool kFused, int U>
+__device__ __forceinline__ void streaming_rows(const RmsParams& p) {
   using V = Raw<T, VEC>;
   __shared__ float red[2][32];
 
@@ -634,6 +637,18 @@ __global__ void __launch_bounds__(kStreamingMaxThreads)
       if (has_tail) yr[tail_col] = round_to<T>(vt * inv * scalar_nc(w + tail_col));
     }
   }
+}
+
+template <typename T, int VEC, bool kFused>
+__global__ void __launch_bounds__(kStreamingMaxThreads)
+    rms_norm_streaming_kernel(const RmsParams p) {
+  streaming_rows<T, VEC, kFused, VEC == 1 ? 8 : 4>(p);
+}
+
+template <typename T, bool kFused, int U>
+__global__ void __launch_bounds__(kStreamingMaxThreads, U == 1 ? 4 : 2)
+    rms_norm_streaming_lean_kernel(const RmsParams p) {
+  streaming_rows<T, 16 / sizeof(T), kFused, U>(p);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -884,14 +899,15 @@ KernelFn resident_kernel(int nv, bool weight_in_regs) {
   }
 }
 
-// The kernel a launch runs: nv == 0 streaming, else resident; the variant kernel when any of
-// its features is asked for.
+// The kernel a launch runs: nv == 0 streaming (with `unroll` vectors in flight), else resident;
+// the variant kernel when any of its features is asked for.
 struct KernelKey {
   int nv = 0;
   bool weight_in_regs = false;
   int pipe = 1;
   int cluster = 1;
   int hint = 0;
+  int unroll = 0;
   bool variant() const { return nv == 16 || pipe != 1 || cluster != 1 || hint != 0; }
 };
 
@@ -902,6 +918,7 @@ KernelKey kernel_key(const RmsNormConfig& c) {
   k.pipe = c.rows_in_flight;
   k.cluster = c.cluster_size;
   k.hint = c.cache_hint;
+  k.unroll = c.streaming_unroll;
   return k;
 }
 
@@ -947,9 +964,22 @@ KernelFn variant_kernel(const KernelKey& k) {
 }
 
 template <typename T, bool kFused>
+KernelFn streaming_kernel(int unroll) {
+  constexpr int kVec = 16 / sizeof(T);
+  switch (unroll) {
+    case 1:
+      return rms_norm_streaming_lean_kernel<T, kFused, 1>;
+    case 2:
+      return rms_norm_streaming_lean_kernel<T, kFused, 2>;
+    default:
+      return rms_norm_streaming_kernel<T, kVec, kFused>;
+  }
+}
+
+template <typename T, bool kFused>
 KernelFn pick_kernel(bool vector_path, const KernelKey& k) {
   if (!vector_path) return rms_norm_streaming_kernel<T, 1, kFused>;
-  if (k.nv == 0) return rms_norm_streaming_kernel<T, 16 / sizeof(T), kFused>;
+  if (k.nv == 0) return streaming_kernel<T, kFused>(k.unroll);
   if (k.variant()) return variant_kernel<T, kFused>(k);
   return resident_kernel<T, kFused>(k.nv, k.weight_in_regs);
 }
@@ -1092,9 +1122,9 @@ std::string check_staged_config(const RmsNormConfig& c, DType dtype, int64_t col
   if (c.rows_per_block != 1) return "the staged kernel takes rows_per_block 1";
   if (c.vec_bytes != 16) return "the staged kernel takes vec_bytes 16";
   if (c.vecs_per_thread != 0 || c.weight_in_registers || c.rows_in_flight != 1 ||
-      c.cluster_size != 1 || c.cache_hint != 0)
+      c.cluster_size != 1 || c.cache_hint != 0 || c.streaming_unroll != 0)
     return "the staged kernel takes vecs_per_thread 0, weight_in_registers false, rows_in_flight "
-           "1, cluster_size 1 and cache_hint 0";
+           "1, cluster_size 1, cache_hint 0 and streaming_unroll 0";
   if (c.grid != RmsGrid::persistent && c.grid != RmsGrid::balanced)
     return "the staged kernel takes grid persistent or balanced (a block per row stages nothing)";
   if (c.blocks_per_sm < 0) return "blocks_per_sm must be >= 0";
@@ -1129,6 +1159,12 @@ std::string check_config(const RmsNormConfig& c, DType dtype, int64_t cols) {
   if (c.rows_in_flight != 1 && c.rows_in_flight != 2) return "rows_in_flight must be 1 or 2";
   if (c.cluster_size != 1 && c.cluster_size != 2) return "cluster_size must be 1 or 2";
   if (c.cache_hint < 0 || c.cache_hint > 2) return "cache_hint must be 0, 1 or 2";
+  if (!(c.streaming_unroll == 0 || c.streaming_unroll == 1 || c.streaming_unroll == 2 ||
+        c.streaming_unroll == 4))
+    return "streaming_unroll must be 0, 1, 2 or 4";
+  if (c.streaming_unroll != 0 && (nv != 0 || c.vec_bytes != 16))
+    return "streaming_unroll needs the streaming kernel with 16-byte vectors (vecs_per_thread 0, "
+           "vec_bytes 16)";
   const KernelKey key = kernel_key(c);
   if (c.vec_bytes != 16 && (nv != 0 || c.weight_in_registers || key.variant()))
     return "the scalar path (vec_bytes == element size) is streaming only (vecs_per_thread 0)";
@@ -1264,6 +1300,7 @@ std::string RmsNormConfig::str() const {
   if (cluster_size != 1) extra += ",cluster_size=" + std::to_string(cluster_size);
   if (cache_hint != 0) extra += ",cache_hint=" + std::to_string(cache_hint);
   if (staged_rows != 0) extra += ",staged_rows=" + std::to_string(staged_rows);
+  if (streaming_unroll != 0) extra += ",streaming_unroll=" + std::to_string(streaming_unroll);
   return "threads=" + std::to_string(threads) +
          ",rows_per_block=" + std::to_string(rows_per_block) +
          ",vec_bytes=" + std::to_string(vec_bytes) +

@@ -77,6 +77,11 @@ struct RmsNormConfig {
   /// raises SignatureError (rms_norm_staged_refusal says so beforehand, and
   /// rms_norm_fallback_config is what serves such arguments instead).
   int staged_rows = 0;
+  /// Streaming kernel with 16-byte vectors only (vecs_per_thread 0, vec_bytes 16): the vectors a
+  /// thread has in flight per pass, 1, 2 or 4; 0 is 4. The lean ones (1, 2) are built for 4 and 3
+  /// blocks of 512 threads a multiprocessor (few registers, many warps). Not validated on hardware
+  /// yet: never a default, not in the tuning space.
+  int streaming_unroll = 0;
 
   int threads_per_row() const { return rows_per_block > 0 ? threads / rows_per_block : 0; }
   std::string str() const;
