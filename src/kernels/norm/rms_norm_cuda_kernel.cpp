@@ -27,7 +27,9 @@ RmsNormCuda::RmsNormCuda(const RmsNormCall& call)
 
 std::string RmsNormCuda::config() const {
   std::lock_guard lock(mutex_);
-  return config_.str() + (tuned_ ? " (tuned)" : "");
+  std::string out = config_.str() + (tuned_ ? " (tuned)" : "");
+  if (last_call_fallback_) out += "; the last call ran " + fallback_.str() + ": " + last_refusal_;
+  return out;
 }
 
 std::vector<std::string> RmsNormCuda::tuning_space() const {
@@ -91,10 +93,15 @@ void RmsNormCuda::forward(const Tensor& x, const Tensor* residual, const Tensor&
     std::lock_guard lock(mutex_);
     if (tune_requested() && !tuned_) tune(args, stream);
     config = config_;
+    // A staged configuration serves only aligned pointers and row strides: these arguments may
+    // not be (a view one element in, a padded row). config() says when the fallback ran.
+    std::string why = cuda_kernels::rms_norm_staged_refusal(args, config);
+    last_call_fallback_ = !why.empty();
+    if (last_call_fallback_) {
+      config = fallback_;
+      last_refusal_ = std::move(why);
+    }
   }
-  // A staged configuration serves only aligned pointers and row strides: these arguments may not
-  // be (a view one element in, a padded row).
-  if (!cuda_kernels::rms_norm_staged_refusal(args, config).empty()) config = fallback_;
   cuda_kernels::launch_rms_norm(args, config, stream);
 }
 

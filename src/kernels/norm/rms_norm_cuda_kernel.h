@@ -6,6 +6,7 @@
 
 #include <mutex>
 #include <optional>
+#include <string>
 
 #include "kernels/norm/rms_norm_cuda.h"
 #include "tileops/ops/norm.h"
@@ -33,6 +34,8 @@ class RmsNormCuda final : public Kernel, public RmsNormInterface {
   cuda_kernels::RmsNormConfig config_;
   const cuda_kernels::RmsNormConfig fallback_;  ///< for arguments a staged config_ cannot serve
   bool tuned_ = false;
+  bool last_call_fallback_ = false;  ///< the last call ran fallback_, for last_refusal_
+  std::string last_refusal_;
 };
 
 }  // namespace tileops
