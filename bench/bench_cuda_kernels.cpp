@@ -357,24 +357,13 @@ void finish(benchmark::internal::Benchmark* b) {
       });
 }
 
-// The staged configurations to time next to the defaults: one block a multiprocessor with the
-// most stages that fit (a thread per vector of the row, up to 1024), and two blocks with half the
-// shared memory each (up to 512 threads each, so that both fit at once).
-std::vector<ck::RmsNormConfig> staged_configs(const RmsCase& c) {
+// The staged configurations to time next to the defaults: those of the shape's tuning space (one
+// block a multiprocessor with the most stages that fit, and two blocks with half the shared memory
+// each).
+std::vector<ck::RmsNormConfig> staged_configs(const RmsCase& c, int device) {
   std::vector<ck::RmsNormConfig> out;
-  const int64_t nvec = c.cols * static_cast<int64_t>(tileops::element_size(c.dtype)) / 16;
-  for (const int per_sm : {1, 2}) {
-    const int stages = ck::rms_norm_staged_max_rows(c.cols, c.dtype, c.fused, per_sm);
-    if (stages < 2) continue;
-    const int64_t max_threads = per_sm == 1 ? 1024 : 512;
-    ck::RmsNormConfig cfg;
-    cfg.threads = static_cast<int>(std::clamp<int64_t>((nvec + 31) / 32 * 32, 32, max_threads));
-    cfg.rows_per_block = 1;
-    cfg.vecs_per_thread = 0;
-    cfg.blocks_per_sm = per_sm;
-    cfg.staged_rows = stages;
-    out.push_back(cfg);
-  }
+  for (const auto& cfg : ck::rms_norm_tuning_space(c.rows, c.cols, c.dtype, c.fused, device))
+    if (cfg.staged_rows != 0) out.push_back(cfg);
   return out;
 }
 
@@ -427,7 +416,7 @@ void register_all(bool tune, bool staged, bool lean) {
                                           bench_rms, c,
                                           std::optional<ck::RmsNormConfig>{fallback}));
     if (staged) {
-      for (const auto& cfg : staged_configs(c))
+      for (const auto& cfg : staged_configs(c, device))
         finish(benchmark::RegisterBenchmark((rms_name(c) + "/" + cfg.str()).c_str(), bench_rms, c,
                                             std::optional<ck::RmsNormConfig>{cfg}));
     }
