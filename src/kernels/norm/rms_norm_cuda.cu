@@ -1204,8 +1204,28 @@ bool aligned_to(const void* p, int64_t align) {
   return reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(align) == 0;
 }
 
-// Empty when the staged kernel can run `config` on these arguments on the current device, else
-// why not (the configuration's own fields are checked by check_staged_config).
+// The kernels' parameters for `a`, with tpr threads on each of rows_per_block rows of a block.
+RmsParams make_params(const RmsNormArgs& a, int tpr, int rows_per_block) {
+  RmsParams p;
+  p.x = a.x;
+  p.residual = a.residual;
+  p.weight = a.weight;
+  p.y = a.y;
+  p.x_stride = a.x_row_stride;
+  p.residual_stride = a.residual_row_stride;
+  p.y_stride = a.y_row_stride;
+  p.rows = a.rows;
+  p.cols = static_cast<int>(a.cols);
+  p.tpr = tpr;
+  p.rows_per_block = rows_per_block;
+  p.eps = a.eps;
+  p.inv_cols = static_cast<float>(1.0 / static_cast<double>(a.cols));
+  return p;
+}
+
+// Empty when the staged kernel can run `config` on these arguments, else why not: pointers and row
+// strides, and the shared memory of a block (the configuration's own fields are checked by
+// check_staged_config, the device by launch_staged). No CUDA call: cheap enough for every call.
 std::string staged_refusal(const RmsNormArgs& a, const RmsNormConfig& config) {
   const bool fused = a.residual != nullptr;
   const int64_t es = static_cast<int64_t>(element_size(a.dtype));
@@ -1222,16 +1242,6 @@ std::string staged_refusal(const RmsNormArgs& a, const RmsNormConfig& config) {
     return "the weight and " + std::to_string(config.staged_rows) + " stages of " +
            std::to_string(row_bytes * (fused ? 2 : 1)) + " bytes need " + std::to_string(smem) +
            " bytes of shared memory, a block has at most " + std::to_string(kSm90SmemPerBlock);
-  int device = 0;
-  if (const cudaError_t err = cudaGetDevice(&device); err != cudaSuccess)
-    throw_cuda(err, "cudaGetDevice");
-  const CudaDeviceProperties& props = cuda_device_properties(device);
-  if (props.major != 9)
-    return "the staged kernel needs a device of compute capability 9.x, not " +
-           std::to_string(props.major) + ".x";
-  if (smem > static_cast<int64_t>(props.shared_mem_per_block_optin))
-    return std::to_string(smem) + " bytes of shared memory, the device allows " +
-           std::to_string(props.shared_mem_per_block_optin) + " a block";
   return {};
 }
 
@@ -1248,7 +1258,15 @@ void launch_staged(const RmsNormArgs& a, const RmsNormConfig& config, void* stre
   int device = 0;
   if (const cudaError_t err = cudaGetDevice(&device); err != cudaSuccess)
     throw_cuda(err, "cudaGetDevice");
-  const int optin = static_cast<int>(cuda_device_properties(device).shared_mem_per_block_optin);
+  const CudaDeviceProperties& props = cuda_device_properties(device);
+  if (props.major != 9)
+    refuse("the staged kernel needs a device of compute capability 9.x, not " +
+           std::to_string(props.major) + ".x");
+  const int optin = static_cast<int>(props.shared_mem_per_block_optin);
+  const int64_t smem = staged_smem_bytes(row_bytes, config.staged_rows, fused);
+  if (smem > optin)
+    refuse(std::to_string(smem) + " bytes of shared memory, the device allows " +
+           std::to_string(optin) + " a block");
 
   const StagedLayout layout = staged_layout(row_bytes, config.staged_rows, fused);
   const StagedFn fn = staged_kernel(a.dtype, fused);
@@ -1264,20 +1282,7 @@ void launch_staged(const RmsNormArgs& a, const RmsNormConfig& config, void* stre
   int64_t blocks = std::min(a.rows, slots);
   if (config.grid == RmsGrid::balanced) blocks = ceil_div(a.rows, ceil_div(a.rows, slots));
 
-  RmsParams p;
-  p.x = a.x;
-  p.residual = a.residual;
-  p.weight = a.weight;
-  p.y = a.y;
-  p.x_stride = a.x_row_stride;
-  p.residual_stride = a.residual_row_stride;
-  p.y_stride = a.y_row_stride;
-  p.rows = a.rows;
-  p.cols = static_cast<int>(a.cols);
-  p.tpr = config.threads;
-  p.rows_per_block = 1;
-  p.eps = a.eps;
-  p.inv_cols = static_cast<float>(1.0 / static_cast<double>(a.cols));
+  const RmsParams p = make_params(a, config.threads, 1);
   fn<<<static_cast<unsigned>(blocks), config.threads, static_cast<size_t>(smem_bytes),
        static_cast<cudaStream_t>(stream)>>>(p, layout);
   if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess)
@@ -1570,20 +1575,7 @@ void launch_rms_norm(const RmsNormArgs& a, const RmsNormConfig& config, void* st
   }
   const int grid = static_cast<int>(units * cluster);
 
-  RmsParams p;
-  p.x = a.x;
-  p.residual = a.residual;
-  p.weight = a.weight;
-  p.y = a.y;
-  p.x_stride = a.x_row_stride;
-  p.residual_stride = a.residual_row_stride;
-  p.y_stride = a.y_row_stride;
-  p.rows = a.rows;
-  p.cols = static_cast<int>(a.cols);
-  p.tpr = tpr;
-  p.rows_per_block = rows_per_block;
-  p.eps = a.eps;
-  p.inv_cols = static_cast<float>(1.0 / static_cast<double>(a.cols));
+  const RmsParams p = make_params(a, tpr, rows_per_block);
   if (cluster == 1) {
     fn<<<grid, threads, 0, static_cast<cudaStream_t>(stream)>>>(p);
     if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess)

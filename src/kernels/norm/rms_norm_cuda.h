@@ -114,9 +114,9 @@ RmsNormConfig rms_norm_default_config(int64_t rows, int64_t cols, DType dtype, b
 RmsNormConfig rms_norm_fallback_config(int64_t rows, int64_t cols, DType dtype, bool fused,
                                        int device);
 
-/// Empty when `config` is not staged or the staged kernel can run it on `args` on the current
-/// device; else why not (unaligned pointers or row strides, too little shared memory, a device
-/// other than compute capability 9.x).
+/// Empty when `config` is not staged or the staged kernel can run it on `args`; else why not
+/// (unaligned pointers or row strides, more shared memory than a block has). Makes no CUDA call
+/// (cheap enough for every call); the device (compute capability 9.x) is checked at launch.
 std::string rms_norm_staged_refusal(const RmsNormArgs& args, const RmsNormConfig& config);
 
 /// Candidates for tuning: the default first, then the fallback; each one is a valid configuration
