@@ -13,9 +13,9 @@
 //   TILEOPS_BENCH_STAGED=1  also time the shared-memory-staged RMSNorm kernel (staged_rows, sm_90
 //                           only): per shape, the most stages that fit one block a multiprocessor
 //                           (1024 threads at most), and two blocks a multiprocessor (512 threads
-//                           at most), where 2 stages fit
+//                           at most), where 2 stages fit; without and with their L2 policies
 //   TILEOPS_BENCH_LEAN=1    also time the lean streaming RMSNorm kernels (streaming_unroll 1 and
-//                           2, in no tuning space yet): 256 and 512 threads, persistent grid and a
+//                           2, cache_hint 0, 1 and 2): 256 and 512 threads, persistent grid and a
 //                           block per row
 //   TILEOPS_BENCH_FLUSH=... "memset" (default), "memset+read" (then also read 128 MB of the
 //                           flush buffer back to the host, so that no dirty flush lines are left in
@@ -367,20 +367,22 @@ std::vector<ck::RmsNormConfig> staged_configs(const RmsCase& c, int device) {
   return out;
 }
 
-// The lean streaming configurations (RmsNormConfig::streaming_unroll 1 and 2).
+// The lean streaming configurations (RmsNormConfig::streaming_unroll 1 and 2, each cache hint).
 std::vector<ck::RmsNormConfig> lean_configs() {
   std::vector<ck::RmsNormConfig> out;
   for (const int unroll : {1, 2})
-    for (const int threads : {256, 512})
-      for (const auto grid : {ck::RmsGrid::persistent, ck::RmsGrid::all}) {
-        ck::RmsNormConfig cfg;
-        cfg.threads = threads;
-        cfg.rows_per_block = 1;
-        cfg.vecs_per_thread = 0;
-        cfg.grid = grid;
-        cfg.streaming_unroll = unroll;
-        out.push_back(cfg);
-      }
+    for (const int hint : {0, 1, 2})
+      for (const int threads : {256, 512})
+        for (const auto grid : {ck::RmsGrid::persistent, ck::RmsGrid::all}) {
+          ck::RmsNormConfig cfg;
+          cfg.threads = threads;
+          cfg.rows_per_block = 1;
+          cfg.vecs_per_thread = 0;
+          cfg.grid = grid;
+          cfg.streaming_unroll = unroll;
+          cfg.cache_hint = hint;
+          out.push_back(cfg);
+        }
   return out;
 }
 
@@ -404,6 +406,9 @@ void register_all(bool tune, bool staged, bool lean) {
       {DType::float32, 2048, 4096, false},   {DType::float16, 2048, 4096, true},
       {DType::bfloat16, 64, 8192, false},    {DType::bfloat16, 1, 4096, true},
       {DType::bfloat16, 2048, 8192, false},  {DType::bfloat16, 2048, 8192, true},
+      {DType::float32, 2048, 4096, true},    {DType::bfloat16, 1, 16384, false},
+      {DType::bfloat16, 32, 8192, false},    {DType::bfloat16, 64, 16384, false},
+      {DType::bfloat16, 64, 8192, true},     {DType::bfloat16, 1, 16384, true},
   };
   for (const RmsCase& c : rms_cases) {
     finish(benchmark::RegisterBenchmark(rms_name(c).c_str(), bench_rms, c,

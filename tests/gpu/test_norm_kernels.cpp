@@ -491,6 +491,17 @@ RmsNormConfig make_streaming(int threads) {
   return c;
 }
 
+// `launch` raises SignatureError with `why` in its message.
+template <class F>
+void expect_signature_error(F&& launch, const std::string& why) {
+  try {
+    launch();
+    ADD_FAILURE() << "no SignatureError; expected one saying: " << why;
+  } catch (const tileops::SignatureError& e) {
+    EXPECT_THAT(e.what(), testing::HasSubstr(why));
+  }
+}
+
 // An empty problem launches nothing; a bad configuration or dtype raises SignatureError.
 TEST(RmsNormKernels, EmptyAndInvalid) {
   SKIP_WITHOUT_GPU();
@@ -558,6 +569,23 @@ TEST(RmsNormKernels, EmptyAndInvalid) {
   bad.vec_bytes = 2;
   bad.streaming_unroll = 2;
   EXPECT_THROW(launch_rms_norm(a, bad, nullptr), tileops::SignatureError);
+  // cache_hint on the streaming kernel: only with streaming_unroll 1 or 2, at most 2.
+  RmsNormConfig lean = make_streaming(256);
+  lean.streaming_unroll = 1;
+  for (const int hint : {1, 2}) {
+    bad = make_streaming(256);
+    bad.cache_hint = hint;
+    expect_signature_error([&] { launch_rms_norm(a, bad, nullptr); },
+                           "cache_hint on the streaming kernel needs streaming_unroll 1 or 2");
+  }
+  bad = lean;
+  bad.cache_hint = 3;
+  expect_signature_error([&] { launch_rms_norm(a, bad, nullptr); }, "cache_hint must be 0, 1 or 2");
+  bad = lean;
+  bad.cache_hint = 1;
+  bad.weight_in_registers = true;
+  expect_signature_error([&] { launch_rms_norm(a, bad, nullptr); },
+                         "weight_in_registers needs vecs_per_thread 1, 2 or 4");
   a.dtype = DType::int32;
   EXPECT_THROW(launch_rms_norm(a, def, nullptr), tileops::SignatureError);
   EXPECT_THROW(rms_norm_default_config(16, 64, DType::int8, false, 0), tileops::SignatureError);
@@ -593,14 +621,16 @@ TEST(RmsNormKernels, StreamingUnroll) {
                                {19, 4096, 0, 0, 0, 1, false}};
   std::vector<std::optional<RmsNormConfig> > configs;
   for (const int unroll : {1, 2})
-    for (const int threads : {128, 512})
-      for (const auto grid :
-           {tileops::cuda_kernels::RmsGrid::persistent, tileops::cuda_kernels::RmsGrid::all}) {
-        RmsNormConfig c = make_streaming(threads);
-        c.streaming_unroll = unroll;
-        c.grid = grid;
-        configs.emplace_back(c);
-      }
+    for (const int hint : {0, 1, 2})
+      for (const int threads : {128, 512})
+        for (const auto grid :
+             {tileops::cuda_kernels::RmsGrid::persistent, tileops::cuda_kernels::RmsGrid::all}) {
+          RmsNormConfig c = make_streaming(threads);
+          c.streaming_unroll = unroll;
+          c.cache_hint = hint;
+          c.grid = grid;
+          configs.emplace_back(c);
+        }
   RmsNormConfig named = make_streaming(256);
   named.streaming_unroll = 2;
   EXPECT_NE(named.str().find(",streaming_unroll=2"), std::string::npos) << named.str();
@@ -643,6 +673,9 @@ TEST(RmsNormKernels, StagedConfigs) {
             make_staged(64, 2, 8)};  // more blocks than fit when 2 stages do not fit 8 times
         if (max1 >= 4) configs.emplace_back(make_staged(128, 4, 1));
         if (max2 >= 2) configs.emplace_back(make_staged(512, max2, 2));
+        RmsNormConfig hinted = make_staged(512, std::min(max1, 4), 0);  // L2 policies on the copies
+        hinted.cache_hint = 1;
+        configs.emplace_back(hinted);
         RmsNormConfig balanced = make_staged(256, std::min(max1, 3), 1);
         balanced.grid = tileops::cuda_kernels::RmsGrid::balanced;
         configs.emplace_back(balanced);
@@ -725,6 +758,9 @@ TEST(RmsNormKernels, StagedInvalid) {
   bad = staged;
   bad.streaming_unroll = 1;
   refused(a, bad);
+  bad = staged;
+  bad.cache_hint = 2;  // 0 or 1 only
+  refused(a, bad);
   CUDA_OK(cudaDeviceSynchronize());
   std::vector<unsigned char> host(buf.bytes);
   CUDA_OK(cudaMemcpy(host.data(), buf.ptr, buf.bytes, cudaMemcpyDeviceToHost));
@@ -751,11 +787,22 @@ TEST(RmsNormKernels, ConfigFunctions) {
           EXPECT_EQ(def.threads % def.rows_per_block, 0);
           EXPECT_EQ(fallback.staged_rows, 0) << where;
           const int64_t row_bytes = cols * static_cast<int64_t>(tileops::element_size(dtype));
-          const bool want_staged = rows >= props.sm_count && row_bytes >= 16384 &&
+          // The lean streaming kernel, a block per row: fused, many rows of at least 8 KB; and
+          // tens of rows (fewer than multiprocessors) of 513-1024 vectors.
+          const int64_t nvec = (row_bytes + 15) / 16;
+          const bool want_lean =
+              (fused && rows >= props.sm_count && row_bytes >= 8192) ||
+              (rows >= 32 && rows < props.sm_count && nvec > 512 && nvec <= 1024);
+          const bool want_staged = !fused && rows >= props.sm_count && row_bytes >= 16384 &&
                                    props.major == 9 &&
                                    (rms_norm_staged_max_rows(cols, dtype, fused, 2) >= 2 ||
                                     rms_norm_staged_max_rows(cols, dtype, fused, 1) >= 3);
           EXPECT_EQ(def.staged_rows != 0, want_staged) << where << ": " << def.str();
+          EXPECT_EQ(def.streaming_unroll != 0, want_lean) << where << ": " << def.str();
+          if (want_lean) {
+            EXPECT_EQ(def.vecs_per_thread, 0) << where;
+            EXPECT_EQ(def.grid, tileops::cuda_kernels::RmsGrid::all) << where;
+          }
           if (def.staged_rows == 0) {
             EXPECT_EQ(def, fallback) << where;
           }

@@ -8,9 +8,11 @@
 //   rows in flight, 2-block clusters, cache hints, 16 vectors) are tuning-space members.
 // - streaming: any row length; pass 1 accumulates the sum of squares (and in fused mode writes
 //   r = T(x + residual)), pass 2 re-reads the row (from L2) and writes y. With VEC == 1 this is
-//   the scalar path taken when a pointer or a row stride is not 16-byte aligned.
+//   the scalar path taken when a pointer or a row stride is not 16-byte aligned. Its lean
+//   variants (1 or 2 vectors in flight, few registers, optional L2 hints) are the fused default
+//   for many rows of 8 KB and more.
 // - staged (sm_90): a persistent block streams its rows through a ring of shared-memory stages
-//   filled by 1D TMA bulk copies; the default for many rows of 16 KB and more (see
+//   filled by 1D TMA bulk copies; the plain default for many rows of 16 KB and more (see
 //   rms_norm_default_config), refused for unaligned arguments (rms_norm_staged_refusal).
 // A row is handled by threads_per_row threads (8, 16, 32 or a multiple of 32); a block holds
 // threads / threads_per_row rows at once.
@@ -310,6 +312,45 @@ __device__ __forceinline__ uint64_t l2_evict_first_policy() {
   return pol;
 }
 
+__device__ __forceinline__ uint64_t l2_evict_last_policy() {
+  uint64_t pol;
+  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+  return pol;
+}
+
+// A coherent 16-byte load that skips L1 and gives its L2 line the priority `pol` (a thread may
+// read here what it wrote before, and y may alias x).
+template <typename T, int VEC>
+__device__ __forceinline__ Raw<T, VEC> load_l2_policy(const T* p, uint64_t pol) {
+  static_assert(sizeof(Raw<T, VEC>) == 16);
+  uint4 v;
+  asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p), "l"(pol));
+  return v;
+}
+
+// A read-only (non-coherent) 16-byte load that allocates in L1 and gives its L2 line the priority
+// `pol` (the weight, read by every row).
+template <typename T, int VEC>
+__device__ __forceinline__ Raw<T, VEC> load_nc_l2_policy(const T* p, uint64_t pol) {
+  static_assert(sizeof(Raw<T, VEC>) == 16);
+  uint4 v;
+  asm volatile("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p), "l"(pol));
+  return v;
+}
+
+// A 16-byte store whose L2 line gets the priority `pol`; ordered before every later load.
+template <typename T, int VEC>
+__device__ __forceinline__ void store_l2_policy(T* p, const Raw<T, VEC>& v, uint64_t pol) {
+  static_assert(sizeof(Raw<T, VEC>) == 16);
+  asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(p), "r"(v.x),
+               "r"(v.y), "r"(v.z), "r"(v.w), "l"(pol)
+               : "memory");
+}
+
 template <typename T, int VEC, int HINT>
 __device__ __forceinline__ Raw<T, VEC> load_stream(const T* p, uint64_t pol) {
   static_assert(sizeof(Raw<T, VEC>) == 16);
@@ -521,10 +562,16 @@ __global__ void __launch_bounds__(v2_max_threads(NV, kFused, kWeightInRegs, PIPE
 // their launch bounds ask for 4 (U = 1: 32 registers) or 2 (U = 2) blocks of 512 threads a
 // multiprocessor, so that latency is hidden by resident warps (with U = 4, 84-94 registers a
 // thread allow one block of 512).
+// HINT (lean variants only, RmsNormConfig::cache_hint 1 or 2): what pass 2 re-reads is read
+// (plain: x) or written (fused: the residual) in pass 1 with an L2 evict_last policy, so that it
+// stays in L2 until pass 2; what is read once (fused: x and the residual in pass 1; pass 2) is
+// read with evict_first; these accesses skip L1. HINT 1 stores y with st.global.cs; HINT 2 stores
+// y plainly and reads the weight with evict_last (it is read again by every row).
 constexpr int kStreamingMaxThreads = 512;
 
-template <typename T, int VEC, bool kFused, int U>
+template <typename T, int VEC, bool kFused, int U, int HINT = 0>
 __device__ __forceinline__ void streaming_rows(const RmsParams& p) {
+  static_assert(HINT == 0 || VEC * sizeof(T) == 16, "hinted accesses are 16-byte vectors");
   using V = Raw<T, VEC>;
   __shared__ float red[2][32];
 
@@ -536,6 +583,21 @@ __device__ __forceinline__ void streaming_rows(const RmsParams& p) {
   const int tail_col = nvec * VEC + lt;
   const bool has_tail = VEC > 1 && tail_col < p.cols;
   const T* __restrict__ w = static_cast<const T*>(p.weight);
+  uint64_t keep = 0;
+  uint64_t drop = 0;
+  if constexpr (HINT != 0) {
+    keep = l2_evict_last_policy();
+    drop = l2_evict_first_policy();
+  }
+  // Pass 1's read of x (kept for pass 2 when plain), of the residual, and pass 2's re-read.
+  const auto load_x = [&](const T* q) {
+    if constexpr (HINT != 0) return load_l2_policy<T, VEC>(q, kFused ? drop : keep);
+    return load_global<T, VEC>(q);
+  };
+  const auto load_once_more = [&](const T* q) {
+    if constexpr (HINT != 0) return load_l2_policy<T, VEC>(q, drop);
+    return load_global<T, VEC>(q);
+  };
 
   int buf = 0;
   for (int64_t base = static_cast<int64_t>(blockIdx.x) * p.rows_per_block; base < p.rows;
@@ -556,14 +618,14 @@ __device__ __forceinline__ void streaming_rows(const RmsParams& p) {
 #pragma unroll
         for (int u = 0; u < U; ++u) {
           const int j = j0 + u * tpr;
-          if (j < nvec) v[u] = load_global<T, VEC>(xr + static_cast<int64_t>(j) * VEC);
+          if (j < nvec) v[u] = load_x(xr + static_cast<int64_t>(j) * VEC);
         }
         if constexpr (kFused) {
           V rv[U];
 #pragma unroll
           for (int u = 0; u < U; ++u) {
             const int j = j0 + u * tpr;
-            if (j < nvec) rv[u] = load_global<T, VEC>(rr + static_cast<int64_t>(j) * VEC);
+            if (j < nvec) rv[u] = load_once_more(rr + static_cast<int64_t>(j) * VEC);
           }
 #pragma unroll
           for (int u = 0; u < U; ++u) {
@@ -576,7 +638,10 @@ __device__ __forceinline__ void streaming_rows(const RmsParams& p) {
 #pragma unroll
               for (int e = 0; e < VEC; ++e) a[e] += b[e];
               v[u] = pack<T, VEC>(a);
-              store<T, VEC>(rr + static_cast<int64_t>(j) * VEC, v[u]);
+              if constexpr (HINT != 0)
+                store_l2_policy<T, VEC>(rr + static_cast<int64_t>(j) * VEC, v[u], keep);
+              else
+                store<T, VEC>(rr + static_cast<int64_t>(j) * VEC, v[u]);
             }
           }
         }
@@ -616,8 +681,11 @@ __device__ __forceinline__ void streaming_rows(const RmsParams& p) {
         for (int u = 0; u < U; ++u) {
           const int j = j0 + u * tpr;
           if (j < nvec) {
-            v[u] = load_global<T, VEC>(src + static_cast<int64_t>(j) * VEC);
-            wk[u] = load_nc<T, VEC>(w + static_cast<int64_t>(j) * VEC);
+            v[u] = load_once_more(src + static_cast<int64_t>(j) * VEC);
+            if constexpr (HINT == 2)
+              wk[u] = load_nc_l2_policy<T, VEC>(w + static_cast<int64_t>(j) * VEC, keep);
+            else
+              wk[u] = load_nc<T, VEC>(w + static_cast<int64_t>(j) * VEC);
           }
         }
 #pragma unroll
@@ -630,7 +698,10 @@ __device__ __forceinline__ void streaming_rows(const RmsParams& p) {
             unpack<T, VEC>(wk[u], g);
 #pragma unroll
             for (int e = 0; e < VEC; ++e) f[e] = f[e] * inv * g[e];
-            store<T, VEC>(yr + static_cast<int64_t>(j) * VEC, pack<T, VEC>(f));
+            if constexpr (HINT == 1)
+              __stcs(reinterpret_cast<uint4*>(yr + static_cast<int64_t>(j) * VEC), pack<T, VEC>(f));
+            else
+              store<T, VEC>(yr + static_cast<int64_t>(j) * VEC, pack<T, VEC>(f));
           }
         }
       }
@@ -645,10 +716,10 @@ __global__ void __launch_bounds__(kStreamingMaxThreads)
   streaming_rows<T, VEC, kFused, VEC == 1 ? 8 : 4>(p);
 }
 
-template <typename T, bool kFused, int U>
+template <typename T, bool kFused, int U, int HINT>
 __global__ void __launch_bounds__(kStreamingMaxThreads, U == 1 ? 4 : 2)
     rms_norm_streaming_lean_kernel(const RmsParams p) {
-  streaming_rows<T, 16 / sizeof(T), kFused, U>(p);
+  streaming_rows<T, 16 / sizeof(T), kFused, U, HINT>(p);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -774,7 +845,9 @@ __device__ __forceinline__ float block_sum(float v, float* red, F&& after_barrie
   return s;
 }
 
-template <typename T, bool kFused>
+// HINT 1 (RmsNormConfig::cache_hint 1): the rows are copied with an L2 evict_first policy (each
+// is read once), the weight with evict_last.
+template <typename T, bool kFused, int HINT>
 __global__ void __launch_bounds__(1024)
     rms_norm_staged_kernel(const RmsParams p, const StagedLayout l) {
 #if !TILEOPS_RMS_STAGED_BODY
@@ -809,16 +882,26 @@ __global__ void __launch_bounds__(1024)
     const uint32_t bar = full_bar + 8 * s;
     const uint32_t dst = base + l.stage_off + static_cast<uint32_t>(s) * l.stage_bytes;
     mbarrier::arrive_expect_tx(bar, kFused ? 2 * l.row_bytes : l.row_bytes);
-    mbarrier::bulk_load(dst, x + row * x_pitch, l.row_bytes, bar);
-    if constexpr (kFused)
-      mbarrier::bulk_load(dst + l.slot_bytes, res + row * r_pitch, l.row_bytes, bar);
+    if constexpr (HINT != 0) {
+      const uint64_t once = l2_evict_first_policy();
+      mbarrier::bulk_load(dst, x + row * x_pitch, l.row_bytes, bar, once);
+      if constexpr (kFused)
+        mbarrier::bulk_load(dst + l.slot_bytes, res + row * r_pitch, l.row_bytes, bar, once);
+    } else {
+      mbarrier::bulk_load(dst, x + row * x_pitch, l.row_bytes, bar);
+      if constexpr (kFused)
+        mbarrier::bulk_load(dst + l.slot_bytes, res + row * r_pitch, l.row_bytes, bar);
+    }
   };
 
   if (tid == 0) {
     for (int s = 0; s <= stages; ++s) mbarrier::init(full_bar + 8 * s, 1);  // s == stages: weight
     mbarrier::fence_init();
     mbarrier::arrive_expect_tx(weight_bar, l.row_bytes);
-    mbarrier::bulk_load(base, p.weight, l.row_bytes, weight_bar);
+    if constexpr (HINT != 0)
+      mbarrier::bulk_load(base, p.weight, l.row_bytes, weight_bar, l2_evict_last_policy());
+    else
+      mbarrier::bulk_load(base, p.weight, l.row_bytes, weight_bar);
     const int64_t ahead = count < stages ? count : stages;
     for (int64_t i = 0; i < ahead; ++i) fill(static_cast<int>(i), i);
   }
@@ -964,13 +1047,21 @@ KernelFn variant_kernel(const KernelKey& k) {
 }
 
 template <typename T, bool kFused>
-KernelFn streaming_kernel(int unroll) {
+KernelFn streaming_kernel(int unroll, int hint) {
   constexpr int kVec = 16 / sizeof(T);
-  switch (unroll) {
-    case 1:
-      return rms_norm_streaming_lean_kernel<T, kFused, 1>;
-    case 2:
-      return rms_norm_streaming_lean_kernel<T, kFused, 2>;
+  switch (unroll * 3 + hint) {
+    case 3:
+      return rms_norm_streaming_lean_kernel<T, kFused, 1, 0>;
+    case 4:
+      return rms_norm_streaming_lean_kernel<T, kFused, 1, 1>;
+    case 5:
+      return rms_norm_streaming_lean_kernel<T, kFused, 1, 2>;
+    case 6:
+      return rms_norm_streaming_lean_kernel<T, kFused, 2, 0>;
+    case 7:
+      return rms_norm_streaming_lean_kernel<T, kFused, 2, 1>;
+    case 8:
+      return rms_norm_streaming_lean_kernel<T, kFused, 2, 2>;
     default:
       return rms_norm_streaming_kernel<T, kVec, kFused>;
   }
@@ -979,7 +1070,7 @@ KernelFn streaming_kernel(int unroll) {
 template <typename T, bool kFused>
 KernelFn pick_kernel(bool vector_path, const KernelKey& k) {
   if (!vector_path) return rms_norm_streaming_kernel<T, 1, kFused>;
-  if (k.nv == 0) return streaming_kernel<T, kFused>(k.unroll);
+  if (k.nv == 0) return streaming_kernel<T, kFused>(k.unroll, k.hint);
   if (k.variant()) return variant_kernel<T, kFused>(k);
   return resident_kernel<T, kFused>(k.nv, k.weight_in_regs);
 }
@@ -1040,18 +1131,20 @@ int max_blocks_per_sm(KernelFn fn, int threads, int device) {
 using StagedFn = void (*)(RmsParams, StagedLayout);
 
 template <typename T>
-StagedFn staged_kernel(bool fused) {
-  return fused ? rms_norm_staged_kernel<T, true> : rms_norm_staged_kernel<T, false>;
+StagedFn staged_kernel(bool fused, int hint) {
+  if (hint != 0)
+    return fused ? rms_norm_staged_kernel<T, true, 1> : rms_norm_staged_kernel<T, false, 1>;
+  return fused ? rms_norm_staged_kernel<T, true, 0> : rms_norm_staged_kernel<T, false, 0>;
 }
 
-StagedFn staged_kernel(DType dtype, bool fused) {
+StagedFn staged_kernel(DType dtype, bool fused, int hint) {
   switch (dtype) {
     case DType::float32:
-      return staged_kernel<float>(fused);
+      return staged_kernel<float>(fused, hint);
     case DType::float16:
-      return staged_kernel<__half>(fused);
+      return staged_kernel<__half>(fused, hint);
     case DType::bfloat16:
-      return staged_kernel<__nv_bfloat16>(fused);
+      return staged_kernel<__nv_bfloat16>(fused, hint);
     default:
       return nullptr;
   }
@@ -1122,9 +1215,9 @@ std::string check_staged_config(const RmsNormConfig& c, DType dtype, int64_t col
   if (c.rows_per_block != 1) return "the staged kernel takes rows_per_block 1";
   if (c.vec_bytes != 16) return "the staged kernel takes vec_bytes 16";
   if (c.vecs_per_thread != 0 || c.weight_in_registers || c.rows_in_flight != 1 ||
-      c.cluster_size != 1 || c.cache_hint != 0 || c.streaming_unroll != 0)
+      c.cluster_size != 1 || (c.cache_hint != 0 && c.cache_hint != 1) || c.streaming_unroll != 0)
     return "the staged kernel takes vecs_per_thread 0, weight_in_registers false, rows_in_flight "
-           "1, cluster_size 1, cache_hint 0 and streaming_unroll 0";
+           "1, cluster_size 1, cache_hint 0 or 1 and streaming_unroll 0";
   if (c.grid != RmsGrid::persistent && c.grid != RmsGrid::balanced)
     return "the staged kernel takes grid persistent or balanced (a block per row stages nothing)";
   if (c.blocks_per_sm < 0) return "blocks_per_sm must be >= 0";
@@ -1165,18 +1258,20 @@ std::string check_config(const RmsNormConfig& c, DType dtype, int64_t cols) {
   if (c.streaming_unroll != 0 && (nv != 0 || c.vec_bytes != 16))
     return "streaming_unroll needs the streaming kernel with 16-byte vectors (vecs_per_thread 0, "
            "vec_bytes 16)";
+  if (nv == 0 && (c.rows_in_flight != 1 || c.cluster_size != 1))
+    return "rows_in_flight and cluster_size need a register-resident kernel";
+  if (nv == 0 && c.cache_hint != 0 && c.streaming_unroll != 1 && c.streaming_unroll != 2)
+    return "cache_hint on the streaming kernel needs streaming_unroll 1 or 2";
   const KernelKey key = kernel_key(c);
   if (c.vec_bytes != 16 && (nv != 0 || c.weight_in_registers || key.variant()))
     return "the scalar path (vec_bytes == element size) is streaming only (vecs_per_thread 0)";
-  if (nv == 0 && key.variant())
-    return "rows_in_flight, cluster_size and cache_hint need a register-resident kernel";
-  if (key.variant() && !variant_exists(key))
+  if (nv != 0 && key.variant() && !variant_exists(key))
     return "no kernel variant for vecs_per_thread=" + std::to_string(nv) +
            ",weight_in_registers=" + (c.weight_in_registers ? "true" : "false") +
            ",rows_in_flight=" + std::to_string(c.rows_in_flight) +
            ",cluster_size=" + std::to_string(c.cluster_size) +
            ",cache_hint=" + std::to_string(c.cache_hint);
-  if (!key.variant() && c.weight_in_registers && (nv == 0 || nv == 8))
+  if (c.weight_in_registers && (nv == 0 || (!key.variant() && nv == 8)))
     return "weight_in_registers needs vecs_per_thread 1, 2 or 4";
   if (c.cluster_size > 1 && tpr % 32 != 0)
     return "a row split over a cluster needs threads / rows_per_block a multiple of 32";
@@ -1269,7 +1364,7 @@ void launch_staged(const RmsNormArgs& a, const RmsNormConfig& config, void* stre
            std::to_string(optin) + " a block");
 
   const StagedLayout layout = staged_layout(row_bytes, config.staged_rows, fused);
-  const StagedFn fn = staged_kernel(a.dtype, fused);
+  const StagedFn fn = staged_kernel(a.dtype, fused, config.cache_hint);
   if (fn == nullptr) refuse("no staged kernel for the dtype");
   const int smem_bytes = static_cast<int>(layout.total);
   const int fit = staged_prepare(fn, config.threads, smem_bytes, optin, device);
@@ -1355,17 +1450,31 @@ RmsNormConfig default_config(int64_t rows, int64_t cols, DType dtype, bool fused
     return make_config(threads, threads / tpr, nv, true);
   }
   const int64_t row_bytes = cols * static_cast<int64_t>(element_size(dtype));
+  if (fused && row_bytes >= 8192 && rows >= sm_count(device)) {
+    // Fused, many rows of at least 8 KB: the lean streaming kernel (pass 1 adds and writes the
+    // residual, pass 2 re-reads it from L2), a block per row. Rows of 8 KB: one vector in flight
+    // per thread and pass, 256 threads, the L2 hints; longer rows: two vectors, 512 threads.
+    // Measured on the H200 (2026-11-29, kernel bench, memset flush, medians of 31; two runs),
+    // against the previous default (register-resident, or staged from 16 KB):
+    //   bf16 [2048, 4096] 21.6-21.8 -> 19.2 us, fp16 22.5 -> 19.2 us;
+    //   bf16 [2048, 8192] 39.3-39.6 -> 36.4-38.5 us; bf16 [2048, 16384] 75.1-75.6 -> 69.6-72.6 us.
+    RmsNormConfig c = make_config(row_bytes <= 8192 ? 256 : 512, 1, 0, false);
+    c.grid = RmsGrid::all;
+    c.streaming_unroll = row_bytes <= 8192 ? 1 : 2;
+    c.cache_hint = row_bytes <= 8192 ? 1 : 0;
+    return c;
+  }
   if (allow_staged && row_bytes >= 16384 && rows >= sm_count(device) &&
       cuda_device_properties(device).major == 9) {
-    // Many rows of at least 16 KB: the staged kernel, two blocks of up to 512 threads a
+    // Plain, many rows of at least 16 KB: the staged kernel, two blocks of up to 512 threads a
     // multiprocessor with as many stages as fit, else one block of up to 1024 threads when it
     // holds at least 3 stages. Measured on the H200 (2026-11-29, kernel bench, memset flush,
     // medians of 31), against the register-resident default:
     //   plain, two blocks: bf16 [16384, 8192] 165 -> 146 us, fp16 167 -> 146 us, fp32 [16384,
     //   8192] 286 -> 277 us, bf16 [2048, 8192] 27.3 -> 23.1 us, bf16 [2048, 16384] 42.9 -> 40.5
     //   us, fp32 [2048, 4096] 22.6 -> 21.9 us;
-    //   fused: bf16 [2048, 8192] 41.6 -> 39.7 us (two blocks of 3 stages), bf16 [2048, 16384]
-    //   76.6 -> 75.2 us (one block of 3 stages).
+    //   fused (before the lean kernel above took those): bf16 [2048, 8192] 41.6 -> 39.7 us
+    //   (two blocks of 3 stages), bf16 [2048, 16384] 76.6 -> 75.2 us (one block of 3 stages).
     // Not for rows of 8 KB (bf16 [2048, 4096] 13.4 -> 15.0 us) nor fewer rows than
     // multiprocessors ([64, 8192] 5.73 -> 5.70 us, [1, 4096] 4.54 -> 4.74 us). Plain rows over
     // about 36 KB (one block of 3 stages) have not been measured.
@@ -1373,6 +1482,18 @@ RmsNormConfig default_config(int64_t rows, int64_t cols, DType dtype, bool fused
       return make_staged_config(nvec, 2, stages);
     if (const int stages = rms_norm_staged_max_rows(cols, dtype, fused, 1); stages >= 3)
       return make_staged_config(nvec, 1, stages);
+  }
+  if (nvec > 512 && nvec <= 1024 && rows >= 32 && rows < sm_count(device)) {
+    // Tens of rows of 513-1024 vectors (fewer rows than multiprocessors): the lean streaming kernel
+    // with two vectors in flight, 512 threads a row. Measured on the H200 (2026-11-29, kernel
+    // bench, medians of 31), against the register-resident configuration below: bf16 [64, 8192]
+    // 5.82 -> 5.18 us, [32, 8192] 5.92 -> 5.57 us, fused [64, 8192] 6.46 -> 6.05 us. Not for
+    // single rows ([1, 4096] 4.58 -> 4.80 us) nor rows of 2048 vectors ([64, 16384] 6.62 ->
+    // 6.72 us).
+    RmsNormConfig c = make_config(512, 1, 0, false);
+    c.grid = RmsGrid::all;
+    c.streaming_unroll = 2;
+    return c;
   }
   if (nvec <= 1024) {
     // Rows of up to 1024 vectors (bf16 8192, fp32 4096): 4 vectors a thread, the weight slice in
@@ -1441,11 +1562,16 @@ std::vector<RmsNormConfig> rms_norm_tuning_space(int64_t rows, int64_t cols, DTy
   add(rms_norm_fallback_config(rows, cols, dtype, fused, device));
   const int64_t nvec = std::max<int64_t>(ceil_div(cols, vec_elems(dtype)), 1);
   if (nvec > 128 && cuda_device_properties(device).major == 9) {
-    // The staged kernel with one block a multiprocessor (the most stages) and with two.
-    for (const int per_sm : {1, 2}) {
-      if (const int stages = rms_norm_staged_max_rows(cols, dtype, fused, per_sm); stages >= 2)
-        add(make_staged_config(nvec, per_sm, stages));
-    }
+    // The staged kernel with one block a multiprocessor (the most stages) and with two, without
+    // and with its L2 policies.
+    for (const int hint : {0, 1})
+      for (const int per_sm : {1, 2}) {
+        if (const int stages = rms_norm_staged_max_rows(cols, dtype, fused, per_sm); stages >= 2) {
+          RmsNormConfig c = make_staged_config(nvec, per_sm, stages);
+          c.cache_hint = hint;
+          add(c);
+        }
+      }
   }
   if (nvec <= 256) {
     // Several rows per warp or a warp per row.
@@ -1471,6 +1597,19 @@ std::vector<RmsNormConfig> rms_norm_tuning_space(int64_t rows, int64_t cols, DTy
     }
   }
   for (const int threads : {128, 256, 512}) add(make_config(threads, 1, 0, false));
+  if (nvec > 128) {
+    // The lean streaming kernels with a block per row: one or two vectors in flight, each cache
+    // hint, 256 and 512 threads.
+    for (const int unroll : {1, 2})
+      for (const int hint : {0, 1, 2})
+        for (const int threads : {256, 512}) {
+          RmsNormConfig c = make_config(threads, 1, 0, false);
+          c.grid = RmsGrid::all;
+          c.streaming_unroll = unroll;
+          c.cache_hint = hint;
+          add(c);
+        }
+  }
   if (nvec > 128) {
     // The variants: the default with the other grids; each variant kernel with the fewest threads
     // per row that hold the row (blocks of at least 128 threads), pipelined ones also on the

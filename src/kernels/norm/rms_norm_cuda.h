@@ -60,9 +60,15 @@ struct RmsNormConfig {
   /// cluster; the partial sums of squares are exchanged through distributed shared memory).
   /// threads and threads_per_row count the threads of one block; blocks_per_sm still counts blocks.
   int cluster_size = 1;
-  /// Register-resident only: 0: x and the residual read with ld.global.cs, plain stores;
+  /// Register-resident kernels: 0: x and the residual read with ld.global.cs, plain stores;
   /// 1: x and the residual read with ld.global.nc.L1::no_allocate and an L2 evict_first policy;
   /// 2: as 1, and y and the residual stored with st.global.cs (evict-first).
+  /// The lean streaming kernels (streaming_unroll 1 or 2) take 0, 1 or 2; 1: what pass 2 re-reads
+  /// (plain: x; fused: the residual it wrote) gets an L2 evict_last policy in pass 1, what is read
+  /// once gets evict_first, y is stored with st.global.cs, and no hinted access allocates in L1;
+  /// 2: as 1, but y is stored plainly and the weight is read with evict_last.
+  /// The staged kernel takes 0 or 1; 1: its bulk copies of the rows carry an L2 evict_first
+  /// policy, that of the weight evict_last.
   int cache_hint = 0;
   /// 0: off. D >= 2: the shared-memory-staged kernel (sm_90 only): each block of a persistent grid
   /// walks its rows one at a time with D rows in flight in a ring of D shared-memory stages (x, and
@@ -70,7 +76,7 @@ struct RmsNormConfig {
   /// consumers; the weight is staged once per block. Few registers, many bytes in flight per SM.
   /// Needs threads a multiple of 32 (at most 1024), rows_per_block 1, vec_bytes 16, the neutral
   /// values of the register-resident fields (vecs_per_thread 0, weight_in_registers false,
-  /// rows_in_flight 1, cluster_size 1, cache_hint 0), grid persistent or balanced, rows of a
+  /// rows_in_flight 1, cluster_size 1, cache_hint 0 or 1), grid persistent or balanced, rows of a
   /// multiple of 16 bytes, 16-byte aligned x, residual, weight and y with row strides of a
   /// multiple of 16 bytes, weight + D stages in the shared memory of a block (see
   /// rms_norm_staged_max_rows), and a device of compute capability 9.x; else launch_rms_norm
@@ -78,9 +84,9 @@ struct RmsNormConfig {
   /// rms_norm_fallback_config is what serves such arguments instead).
   int staged_rows = 0;
   /// Streaming kernel with 16-byte vectors only (vecs_per_thread 0, vec_bytes 16): the vectors a
-  /// thread has in flight per pass, 1, 2 or 4; 0 is 4. The lean ones (1, 2) are built for 4 and 3
-  /// blocks of 512 threads a multiprocessor (few registers, many warps). Not validated on hardware
-  /// yet: never a default, not in the tuning space.
+  /// thread has in flight per pass, 1, 2 or 4; 0 is 4. The lean ones (1, 2) are built for 4 and 2
+  /// blocks of 512 threads a multiprocessor (32 and about 64 registers: many warps). They are the
+  /// fused default for many rows of 8 KB and more, and in every tuning space of rows over 2 KB.
   int streaming_unroll = 0;
 
   int threads_per_row() const { return rows_per_block > 0 ? threads / rows_per_block : 0; }
@@ -103,9 +109,9 @@ struct RmsNormArgs {
 };
 
 /// A good default for the shape (fused: fused add + RMSNorm) on `device` (its properties are read
-/// once and cached). It may be a staged configuration (many rows of at least 16 KB on sm_90),
-/// which serves only 16-byte aligned pointers and row strides: check the call's
-/// arguments with rms_norm_staged_refusal and use rms_norm_fallback_config when it refuses.
+/// once and cached). It may be a staged configuration (plain, many rows of at least 16 KB on
+/// sm_90), which serves only 16-byte aligned pointers and row strides: check the call's arguments
+/// with rms_norm_staged_refusal and use rms_norm_fallback_config when it refuses.
 RmsNormConfig rms_norm_default_config(int64_t rows, int64_t cols, DType dtype, bool fused,
                                       int device);
 
