@@ -1483,18 +1483,6 @@ RmsNormConfig default_config(int64_t rows, int64_t cols, DType dtype, bool fused
     if (const int stages = rms_norm_staged_max_rows(cols, dtype, fused, 1); stages >= 3)
       return make_staged_config(nvec, 1, stages);
   }
-  if (nvec > 512 && nvec <= 1024 && rows >= 32 && rows < sm_count(device)) {
-    // Tens of rows of 513-1024 vectors (fewer rows than multiprocessors): the lean streaming kernel
-    // with two vectors in flight, 512 threads a row. Measured on the H200 (2026-11-29, kernel
-    // bench, medians of 31), against the register-resident configuration below: bf16 [64, 8192]
-    // 5.82 -> 5.18 us, [32, 8192] 5.92 -> 5.57 us, fused [64, 8192] 6.46 -> 6.05 us. Not for
-    // single rows ([1, 4096] 4.58 -> 4.80 us) nor rows of 2048 vectors ([64, 16384] 6.62 ->
-    // 6.72 us).
-    RmsNormConfig c = make_config(512, 1, 0, false);
-    c.grid = RmsGrid::all;
-    c.streaming_unroll = 2;
-    return c;
-  }
   if (nvec <= 1024) {
     // Rows of up to 1024 vectors (bf16 8192, fp32 4096): 4 vectors a thread, the weight slice in
     // registers, loaded with the first row; for rows of up to 512 vectors also two rows in flight
