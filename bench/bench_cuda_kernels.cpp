@@ -36,7 +36,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -154,29 +153,9 @@ void* device_copy(const std::string& name, const void* data, size_t bytes) {
   return ptr;
 }
 
-// When the last timed launch ended (steady clock): the GPU has idled since.
-std::chrono::steady_clock::time_point& last_timed() {
-  static std::chrono::steady_clock::time_point t{};
-  return t;
-}
-
-// The GPU's clocks drop while it idles (as it does while a case's inputs are made on the host) and
-// take milliseconds to come back up, which slowed the first configuration timed after each new
-// case by up to 10%. After an idle gap of over 1 ms, `launch` runs for 20 ms before any timing.
-void warm_up_after_idle(const std::function<void()>& launch, cudaStream_t stream) {
-  using namespace std::chrono_literals;
-  const auto now = std::chrono::steady_clock::now();
-  if (now - last_timed() < 1ms) return;
-  while (std::chrono::steady_clock::now() - now < 20ms) {
-    launch();
-    if (cudaStreamSynchronize(stream) != cudaSuccess) return;  // reported by the caller's sync
-  }
-}
-
-// Times `launch` (which enqueues one kernel on the stream and may throw): one warm-up (20 ms of
-// launches after the GPU idled), then each iteration flushes L2 (untimed) and times one launch with
-// events, or, with TILEOPS_BENCH_GRAPH=N, one replay of a graph of N launches (the time reported
-// is the replay's time / N).
+// Times `launch` (which enqueues one kernel on the stream and may throw): one warm-up, then each
+// iteration flushes L2 (untimed) and times one launch with events, or, with TILEOPS_BENCH_GRAPH=N,
+// one replay of a graph of N launches (the time reported is the replay's time / N).
 void time_launches(benchmark::State& state, int64_t bytes, const std::function<void()>& launch) {
   Gpu& g = gpu();
   if (!g.error.empty()) {
@@ -191,7 +170,6 @@ void time_launches(benchmark::State& state, int64_t bytes, const std::function<v
   const int per_graph = graph_launches();
   try {
     launch();
-    warm_up_after_idle(launch, g.stream);
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
     return;
@@ -252,7 +230,6 @@ void time_launches(benchmark::State& state, int64_t bytes, const std::function<v
     state.SetIterationTime(static_cast<double>(ms) * 1e-3 / std::max(1, per_graph));
   }
   if (exec != nullptr) cudaGraphExecDestroy(exec);
-  last_timed() = std::chrono::steady_clock::now();
   state.SetBytesProcessed(state.iterations() * bytes);
   state.counters["GB"] = static_cast<double>(bytes) * 1e-9;
 }
