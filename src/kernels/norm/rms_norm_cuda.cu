@@ -1454,10 +1454,10 @@ RmsNormConfig default_config(int64_t rows, int64_t cols, DType dtype, bool fused
     // Fused, many rows of at least 8 KB: the lean streaming kernel (pass 1 adds and writes the
     // residual, pass 2 re-reads it from L2), a block per row. Rows of 8 KB: one vector in flight
     // per thread and pass, 256 threads, the L2 hints; longer rows: two vectors, 512 threads.
-    // Measured on the H200 (2026-11-29, kernel bench, memset flush, medians of 31; two runs),
-    // against the previous default (register-resident, or staged from 16 KB):
-    //   bf16 [2048, 4096] 21.6-21.8 -> 19.2 us, fp16 22.5 -> 19.2 us;
-    //   bf16 [2048, 8192] 39.3-39.6 -> 36.4-38.5 us; bf16 [2048, 16384] 75.1-75.6 -> 69.6-72.6 us.
+    // Measured on the H200 at op level (tileops bench, 2026-11-29; one run before, three after),
+    // against the previous default (register-resident, or staged from 16 KB): bf16 [2048, 4096]
+    // 21.70 -> 19.58-19.71 us, [2048, 8192] 39.74 -> 38.53-38.90 us, [2048, 16384] 75.30 ->
+    // 71.46-71.98 us (docs/perf/2026-11-29-h200-norm-lean.md).
     RmsNormConfig c = make_config(row_bytes <= 8192 ? 256 : 512, 1, 0, false);
     c.grid = RmsGrid::all;
     c.streaming_unroll = row_bytes <= 8192 ? 1 : 2;
@@ -1597,8 +1597,6 @@ std::vector<RmsNormConfig> rms_norm_tuning_space(int64_t rows, int64_t cols, DTy
           c.cache_hint = hint;
           add(c);
         }
-  }
-  if (nvec > 128) {
     // The variants: the default with the other grids; each variant kernel with the fewest threads
     // per row that hold the row (blocks of at least 128 threads), pipelined ones also on the
     // balanced grid, unhinted single-row ones also with a block per row group.

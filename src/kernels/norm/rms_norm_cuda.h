@@ -109,9 +109,10 @@ struct RmsNormArgs {
 };
 
 /// A good default for the shape (fused: fused add + RMSNorm) on `device` (its properties are read
-/// once and cached). It may be a staged configuration (plain, many rows of at least 16 KB on
-/// sm_90), which serves only 16-byte aligned pointers and row strides: check the call's arguments
-/// with rms_norm_staged_refusal and use rms_norm_fallback_config when it refuses.
+/// once and cached). Fused add + RMSNorm on many rows of at least 8 KB takes a lean streaming
+/// configuration (streaming_unroll). Plain RMSNorm on many rows of at least 16 KB on sm_90 takes a
+/// staged configuration, which serves only 16-byte aligned pointers and row strides: check the
+/// call's arguments with rms_norm_staged_refusal and use rms_norm_fallback_config when it refuses.
 RmsNormConfig rms_norm_default_config(int64_t rows, int64_t cols, DType dtype, bool fused,
                                       int device);
 
