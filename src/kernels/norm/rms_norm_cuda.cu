@@ -318,29 +318,34 @@ __device__ __forceinline__ uint64_t l2_evict_last_policy() {
   return pol;
 }
 
-// A coherent 16-byte load that skips L1 and gives its L2 line the priority `pol` (a thread may
-// read here what it wrote before, and y may alias x).
-template <typename T, int VEC>
+// What a 16-byte load with an L2 cache policy does in L1.
+enum class L1Path {
+  coherent_skip,  // ld.global.L1::no_allocate: a thread may re-read what it wrote, y may alias x
+  readonly_skip,  // ld.global.nc.L1::no_allocate: data of the launch that nobody writes, read once
+  readonly,       // ld.global.nc: data that nobody writes, read again by other rows (the weight)
+};
+
+#define TILEOPS_LD16_L2_POLICY(QUALIFIERS)                                                 \
+  asm volatile("ld.global" QUALIFIERS ".L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;" \
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)                                \
+               : "l"(p), "l"(pol))
+
+// A 16-byte load whose L2 line gets the priority `pol` (a createpolicy result).
+template <L1Path kPath, typename T, int VEC>
 __device__ __forceinline__ Raw<T, VEC> load_l2_policy(const T* p, uint64_t pol) {
   static_assert(sizeof(Raw<T, VEC>) == 16);
   uint4 v;
-  asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p), "l"(pol));
+  if constexpr (kPath == L1Path::coherent_skip) {
+    TILEOPS_LD16_L2_POLICY(".L1::no_allocate");
+  } else if constexpr (kPath == L1Path::readonly_skip) {
+    TILEOPS_LD16_L2_POLICY(".nc.L1::no_allocate");
+  } else {
+    TILEOPS_LD16_L2_POLICY(".nc");
+  }
   return v;
 }
 
-// A read-only (non-coherent) 16-byte load that allocates in L1 and gives its L2 line the priority
-// `pol` (the weight, read by every row).
-template <typename T, int VEC>
-__device__ __forceinline__ Raw<T, VEC> load_nc_l2_policy(const T* p, uint64_t pol) {
-  static_assert(sizeof(Raw<T, VEC>) == 16);
-  uint4 v;
-  asm volatile("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p), "l"(pol));
-  return v;
-}
+#undef TILEOPS_LD16_L2_POLICY
 
 // A 16-byte store whose L2 line gets the priority `pol`; ordered before every later load.
 template <typename T, int VEC>
@@ -357,11 +362,7 @@ __device__ __forceinline__ Raw<T, VEC> load_stream(const T* p, uint64_t pol) {
   if constexpr (HINT == 0) {
     return load_once<T, VEC>(p);
   } else {
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p), "l"(pol));
-    return v;
+    return load_l2_policy<L1Path::readonly_skip, T, VEC>(p, pol);
   }
 }
 
@@ -591,11 +592,12 @@ __device__ __forceinline__ void streaming_rows(const RmsParams& p) {
   }
   // Pass 1's read of x (kept for pass 2 when plain), of the residual, and pass 2's re-read.
   const auto load_x = [&](const T* q) {
-    if constexpr (HINT != 0) return load_l2_policy<T, VEC>(q, kFused ? drop : keep);
+    if constexpr (HINT != 0)
+      return load_l2_policy<L1Path::coherent_skip, T, VEC>(q, kFused ? drop : keep);
     return load_global<T, VEC>(q);
   };
   const auto load_once_more = [&](const T* q) {
-    if constexpr (HINT != 0) return load_l2_policy<T, VEC>(q, drop);
+    if constexpr (HINT != 0) return load_l2_policy<L1Path::coherent_skip, T, VEC>(q, drop);
     return load_global<T, VEC>(q);
   };
 
@@ -683,7 +685,8 @@ __device__ __forceinline__ void streaming_rows(const RmsParams& p) {
           if (j < nvec) {
             v[u] = load_once_more(src + static_cast<int64_t>(j) * VEC);
             if constexpr (HINT == 2)
-              wk[u] = load_nc_l2_policy<T, VEC>(w + static_cast<int64_t>(j) * VEC, keep);
+              wk[u] =
+                  load_l2_policy<L1Path::readonly, T, VEC>(w + static_cast<int64_t>(j) * VEC, keep);
             else
               wk[u] = load_nc<T, VEC>(w + static_cast<int64_t>(j) * VEC);
           }
