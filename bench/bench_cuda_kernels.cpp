@@ -16,7 +16,7 @@
 //                           at most), where 2 stages fit; without and with their L2 policies
 //   TILEOPS_BENCH_LEAN=1    also time the lean streaming RMSNorm kernels (streaming_unroll 1 and
 //                           2, cache_hint 0, 1 and 2): 256 and 512 threads, persistent grid and a
-//                           block per row
+//                           block per row; fused, also with fused_recompute (a block per row)
 //   TILEOPS_BENCH_FLUSH=... "memset" (default), "memset+read" (then also read 128 MB of the
 //                           flush buffer back to the host, so that no dirty flush lines are left in
 //                           L2 to be written back during the timed kernel), or "none"
@@ -367,22 +367,26 @@ std::vector<ck::RmsNormConfig> staged_configs(const RmsCase& c, int device) {
   return out;
 }
 
-// The lean streaming configurations (RmsNormConfig::streaming_unroll 1 and 2, each cache hint).
-std::vector<ck::RmsNormConfig> lean_configs() {
+// The lean streaming configurations (RmsNormConfig::streaming_unroll 1 and 2, each cache hint;
+// fused: also recomputing the sum in pass 2, a block per row).
+std::vector<ck::RmsNormConfig> lean_configs(bool fused) {
   std::vector<ck::RmsNormConfig> out;
-  for (const int unroll : {1, 2})
-    for (const int hint : {0, 1, 2})
-      for (const int threads : {256, 512})
-        for (const auto grid : {ck::RmsGrid::persistent, ck::RmsGrid::all}) {
-          ck::RmsNormConfig cfg;
-          cfg.threads = threads;
-          cfg.rows_per_block = 1;
-          cfg.vecs_per_thread = 0;
-          cfg.grid = grid;
-          cfg.streaming_unroll = unroll;
-          cfg.cache_hint = hint;
-          out.push_back(cfg);
-        }
+  for (const bool recompute : {false, true})
+    for (const int unroll : {1, 2})
+      for (const int hint : {0, 1, 2})
+        for (const int threads : {256, 512})
+          for (const auto grid : {ck::RmsGrid::persistent, ck::RmsGrid::all}) {
+            if (recompute && (!fused || grid != ck::RmsGrid::all)) continue;
+            ck::RmsNormConfig cfg;
+            cfg.threads = threads;
+            cfg.rows_per_block = 1;
+            cfg.vecs_per_thread = 0;
+            cfg.grid = grid;
+            cfg.streaming_unroll = unroll;
+            cfg.cache_hint = hint;
+            cfg.fused_recompute = recompute;
+            out.push_back(cfg);
+          }
   return out;
 }
 
@@ -426,7 +430,7 @@ void register_all(bool tune, bool staged, bool lean) {
                                             std::optional<ck::RmsNormConfig>{cfg}));
     }
     if (lean) {
-      for (const auto& cfg : lean_configs())
+      for (const auto& cfg : lean_configs(c.fused))
         finish(benchmark::RegisterBenchmark((rms_name(c) + "/" + cfg.str()).c_str(), bench_rms, c,
                                             std::optional<ck::RmsNormConfig>{cfg}));
     }

@@ -587,6 +587,15 @@ TEST(RmsNormKernels, EmptyAndInvalid) {
   bad.weight_in_registers = true;
   expect_signature_error([&] { launch_rms_norm(a, bad, nullptr); },
                          "weight_in_registers needs vecs_per_thread 1, 2 or 4");
+  // fused_recompute: lean kernels only, fused launches only (a has no residual).
+  bad = make_streaming(256);
+  bad.fused_recompute = true;
+  expect_signature_error([&] { launch_rms_norm(a, bad, nullptr); },
+                         "fused_recompute needs streaming_unroll 1 or 2");
+  bad = lean;
+  bad.fused_recompute = true;
+  expect_signature_error([&] { launch_rms_norm(a, bad, nullptr); },
+                         "fused_recompute needs a fused launch");
   a.dtype = DType::int32;
   EXPECT_THROW(launch_rms_norm(a, def, nullptr), tileops::SignatureError);
   EXPECT_THROW(rms_norm_default_config(16, 64, DType::int8, false, 0), tileops::SignatureError);
@@ -632,15 +641,30 @@ TEST(RmsNormKernels, StreamingUnroll) {
           c.grid = grid;
           configs.emplace_back(c);
         }
+  // Fused launches also recompute the sum in pass 2 (fused_recompute), a block per row.
+  std::vector<std::optional<RmsNormConfig> > fused_configs = configs;
+  for (const int unroll : {1, 2})
+    for (const int hint : {0, 1, 2})
+      for (const int threads : {128, 512}) {
+        RmsNormConfig c = make_streaming(threads);
+        c.streaming_unroll = unroll;
+        c.cache_hint = hint;
+        c.grid = tileops::cuda_kernels::RmsGrid::all;
+        c.fused_recompute = true;
+        fused_configs.emplace_back(c);
+      }
   RmsNormConfig named = make_streaming(256);
   named.streaming_unroll = 2;
   EXPECT_NE(named.str().find(",streaming_unroll=2"), std::string::npos) << named.str();
   EXPECT_EQ(make_streaming(256).str().find("streaming_unroll"), std::string::npos);
+  named.fused_recompute = true;
+  EXPECT_NE(named.str().find(",fused_recompute=true"), std::string::npos) << named.str();
   uint64_t seed = 2500;
   for (const DType dtype : kDtypes)
     for (const bool fused : {false, true})
       for (const StridedCase& k : cases)
-        ASSERT_NO_FATAL_FAILURE(check_problem(k.problem(dtype, fused, ++seed), configs));
+        ASSERT_NO_FATAL_FAILURE(
+            check_problem(k.problem(dtype, fused, ++seed), fused ? fused_configs : configs));
 }
 
 // The shared-memory-staged kernel (staged_rows = D; sm_90 only) with D = 2, 4 and the most that
@@ -762,6 +786,9 @@ TEST(RmsNormKernels, StagedInvalid) {
   bad = staged;
   bad.cache_hint = 2;  // 0 or 1 only
   refused(a, bad);
+  bad = staged;
+  bad.fused_recompute = true;
+  refused(a, bad);
   CUDA_OK(cudaDeviceSynchronize());
   std::vector<unsigned char> host(buf.bytes);
   CUDA_OK(cudaMemcpy(host.data(), buf.ptr, buf.bytes, cudaMemcpyDeviceToHost));
@@ -796,6 +823,7 @@ TEST(RmsNormKernels, ConfigFunctions) {
                                     rms_norm_staged_max_rows(cols, dtype, fused, 1) >= 3);
           EXPECT_EQ(def.staged_rows != 0, want_staged) << where << ": " << def.str();
           EXPECT_EQ(def.streaming_unroll != 0, want_lean) << where << ": " << def.str();
+          EXPECT_FALSE(def.fused_recompute) << where;
           if (want_lean) {
             EXPECT_EQ(def.vecs_per_thread, 0) << where;
             EXPECT_EQ(def.grid, tileops::cuda_kernels::RmsGrid::all) << where;
@@ -811,6 +839,9 @@ TEST(RmsNormKernels, ConfigFunctions) {
           }
           for (const auto& c : space) {
             EXPECT_FALSE(c.str().empty());
+            if (c.fused_recompute) {
+              EXPECT_TRUE(fused) << where << ": " << c.str();
+            }
             if (c.staged_rows != 0) {
               EXPECT_LE(c.staged_rows,
                         rms_norm_staged_max_rows(cols, dtype, fused, std::max(1, c.blocks_per_sm)))

@@ -568,11 +568,16 @@ __global__ void __launch_bounds__(v2_max_threads(NV, kFused, kWeightInRegs, PIPE
 // stays in L2 until pass 2; what is read once (fused: x and the residual in pass 1; pass 2) is
 // read with evict_first; these accesses skip L1. HINT 1 stores y with st.global.cs; HINT 2 stores
 // y plainly and reads the weight with evict_last (it is read again by every row).
+// kRecompute (fused lean variants only, RmsNormConfig::fused_recompute): pass 1 reads x and the
+// residual and writes nothing (but the scalar tail); pass 2 reads both again, adds them again (the
+// same rounding) and writes the residual and y. With a HINT, pass 1 keeps both (evict_last) and
+// pass 2 drops them (evict_first).
 constexpr int kStreamingMaxThreads = 512;
 
-template <typename T, int VEC, bool kFused, int U, int HINT = 0>
+template <typename T, int VEC, bool kFused, int U, int HINT = 0, bool kRecompute = false>
 __device__ __forceinline__ void streaming_rows(const RmsParams& p) {
   static_assert(HINT == 0 || VEC * sizeof(T) == 16, "hinted accesses are 16-byte vectors");
+  static_assert(!kRecompute || kFused, "recomputation is of the fused sum");
   using V = Raw<T, VEC>;
   __shared__ float red[2][32];
 
@@ -590,10 +595,15 @@ __device__ __forceinline__ void streaming_rows(const RmsParams& p) {
     keep = l2_evict_last_policy();
     drop = l2_evict_first_policy();
   }
-  // Pass 1's read of x (kept for pass 2 when plain), of the residual, and pass 2's re-read.
+  // Pass 1's reads of x and of the residual (kept when pass 2 reads them again), and pass 2's.
   const auto load_x = [&](const T* q) {
     if constexpr (HINT != 0)
-      return load_l2_policy<L1Path::coherent_skip, T, VEC>(q, kFused ? drop : keep);
+      return load_l2_policy<L1Path::coherent_skip, T, VEC>(q, kFused && !kRecompute ? drop : keep);
+    return load_global<T, VEC>(q);
+  };
+  const auto load_residual = [&](const T* q) {
+    if constexpr (HINT != 0)
+      return load_l2_policy<L1Path::coherent_skip, T, VEC>(q, kRecompute ? keep : drop);
     return load_global<T, VEC>(q);
   };
   const auto load_once_more = [&](const T* q) {
@@ -627,7 +637,7 @@ __device__ __forceinline__ void streaming_rows(const RmsParams& p) {
 #pragma unroll
           for (int u = 0; u < U; ++u) {
             const int j = j0 + u * tpr;
-            if (j < nvec) rv[u] = load_once_more(rr + static_cast<int64_t>(j) * VEC);
+            if (j < nvec) rv[u] = load_residual(rr + static_cast<int64_t>(j) * VEC);
           }
 #pragma unroll
           for (int u = 0; u < U; ++u) {
@@ -640,10 +650,13 @@ __device__ __forceinline__ void streaming_rows(const RmsParams& p) {
 #pragma unroll
               for (int e = 0; e < VEC; ++e) a[e] += b[e];
               v[u] = pack<T, VEC>(a);
-              if constexpr (HINT != 0)
+              if constexpr (kRecompute) {
+                // written in pass 2
+              } else if constexpr (HINT != 0) {
                 store_l2_policy<T, VEC>(rr + static_cast<int64_t>(j) * VEC, v[u], keep);
-              else
+              } else {
                 store<T, VEC>(rr + static_cast<int64_t>(j) * VEC, v[u]);
+              }
             }
           }
         }
@@ -673,17 +686,20 @@ __device__ __forceinline__ void streaming_rows(const RmsParams& p) {
     ss = group_sum(ss, tpr, first_warp, red[buf]);
     const float inv = rsqrtf(ss * p.inv_cols + p.eps);
     if (active) {
-      // Pass 2 re-reads what this same thread read (x) or wrote (the residual) in pass 1.
-      const T* src = kFused ? static_cast<const T*>(rr) : xr;
+      // Pass 2 re-reads what this same thread read (x, and the residual when recomputing) or
+      // wrote (the residual) in pass 1.
+      const T* src = kFused && !kRecompute ? static_cast<const T*>(rr) : xr;
       T* yr = static_cast<T*>(p.y) + row * p.y_stride;
       for (int j0 = lt; j0 < nvec; j0 += U * tpr) {
         V v[U];
         V wk[U];
+        V rv[kRecompute ? U : 1];
 #pragma unroll
         for (int u = 0; u < U; ++u) {
           const int j = j0 + u * tpr;
           if (j < nvec) {
             v[u] = load_once_more(src + static_cast<int64_t>(j) * VEC);
+            if constexpr (kRecompute) rv[u] = load_once_more(rr + static_cast<int64_t>(j) * VEC);
             if constexpr (HINT == 2)
               wk[u] =
                   load_l2_policy<L1Path::readonly, T, VEC>(w + static_cast<int64_t>(j) * VEC, keep);
@@ -697,6 +713,14 @@ __device__ __forceinline__ void streaming_rows(const RmsParams& p) {
           if (j < nvec) {
             float f[VEC];
             float g[VEC];
+            if constexpr (kRecompute) {
+              unpack<T, VEC>(v[u], f);
+              unpack<T, VEC>(rv[u], g);
+#pragma unroll
+              for (int e = 0; e < VEC; ++e) f[e] += g[e];
+              v[u] = pack<T, VEC>(f);
+              store<T, VEC>(rr + static_cast<int64_t>(j) * VEC, v[u]);
+            }
             unpack<T, VEC>(v[u], f);
             unpack<T, VEC>(wk[u], g);
 #pragma unroll
@@ -719,10 +743,10 @@ __global__ void __launch_bounds__(kStreamingMaxThreads)
   streaming_rows<T, VEC, kFused, VEC == 1 ? 8 : 4>(p);
 }
 
-template <typename T, bool kFused, int U, int HINT>
+template <typename T, bool kFused, int U, int HINT, bool kRecompute>
 __global__ void __launch_bounds__(kStreamingMaxThreads, U == 1 ? 4 : 2)
     rms_norm_streaming_lean_kernel(const RmsParams p) {
-  streaming_rows<T, 16 / sizeof(T), kFused, U, HINT>(p);
+  streaming_rows<T, 16 / sizeof(T), kFused, U, HINT, kRecompute>(p);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -994,6 +1018,7 @@ struct KernelKey {
   int cluster = 1;
   int hint = 0;
   int unroll = 0;
+  bool recompute = false;
   bool variant() const { return nv == 16 || pipe != 1 || cluster != 1 || hint != 0; }
 };
 
@@ -1005,6 +1030,7 @@ KernelKey kernel_key(const RmsNormConfig& c) {
   k.cluster = c.cluster_size;
   k.hint = c.cache_hint;
   k.unroll = c.streaming_unroll;
+  k.recompute = c.fused_recompute;
   return k;
 }
 
@@ -1049,31 +1075,43 @@ KernelFn variant_kernel(const KernelKey& k) {
   return nullptr;
 }
 
-template <typename T, bool kFused>
-KernelFn streaming_kernel(int unroll, int hint) {
-  constexpr int kVec = 16 / sizeof(T);
+template <typename T, bool kFused, bool kRecompute>
+KernelFn lean_kernel(int unroll, int hint) {
   switch (unroll * 3 + hint) {
     case 3:
-      return rms_norm_streaming_lean_kernel<T, kFused, 1, 0>;
+      return rms_norm_streaming_lean_kernel<T, kFused, 1, 0, kRecompute>;
     case 4:
-      return rms_norm_streaming_lean_kernel<T, kFused, 1, 1>;
+      return rms_norm_streaming_lean_kernel<T, kFused, 1, 1, kRecompute>;
     case 5:
-      return rms_norm_streaming_lean_kernel<T, kFused, 1, 2>;
+      return rms_norm_streaming_lean_kernel<T, kFused, 1, 2, kRecompute>;
     case 6:
-      return rms_norm_streaming_lean_kernel<T, kFused, 2, 0>;
+      return rms_norm_streaming_lean_kernel<T, kFused, 2, 0, kRecompute>;
     case 7:
-      return rms_norm_streaming_lean_kernel<T, kFused, 2, 1>;
+      return rms_norm_streaming_lean_kernel<T, kFused, 2, 1, kRecompute>;
     case 8:
-      return rms_norm_streaming_lean_kernel<T, kFused, 2, 2>;
+      return rms_norm_streaming_lean_kernel<T, kFused, 2, 2, kRecompute>;
     default:
-      return rms_norm_streaming_kernel<T, kVec, kFused>;
+      return nullptr;
   }
+}
+
+// The 16-byte streaming kernel: a lean one for streaming_unroll 1 or 2 (recomputing the fused sum
+// in pass 2 when asked; launch_rms_norm refuses that for plain launches), else the default one.
+template <typename T, bool kFused>
+KernelFn streaming_kernel(const KernelKey& k) {
+  if (k.unroll == 1 || k.unroll == 2) {
+    if constexpr (kFused) {
+      if (k.recompute) return lean_kernel<T, true, true>(k.unroll, k.hint);
+    }
+    return k.recompute ? nullptr : lean_kernel<T, kFused, false>(k.unroll, k.hint);
+  }
+  return rms_norm_streaming_kernel<T, 16 / sizeof(T), kFused>;
 }
 
 template <typename T, bool kFused>
 KernelFn pick_kernel(bool vector_path, const KernelKey& k) {
   if (!vector_path) return rms_norm_streaming_kernel<T, 1, kFused>;
-  if (k.nv == 0) return streaming_kernel<T, kFused>(k.unroll, k.hint);
+  if (k.nv == 0) return streaming_kernel<T, kFused>(k);
   if (k.variant()) return variant_kernel<T, kFused>(k);
   return resident_kernel<T, kFused>(k.nv, k.weight_in_regs);
 }
@@ -1218,9 +1256,10 @@ std::string check_staged_config(const RmsNormConfig& c, DType dtype, int64_t col
   if (c.rows_per_block != 1) return "the staged kernel takes rows_per_block 1";
   if (c.vec_bytes != 16) return "the staged kernel takes vec_bytes 16";
   if (c.vecs_per_thread != 0 || c.weight_in_registers || c.rows_in_flight != 1 ||
-      c.cluster_size != 1 || (c.cache_hint != 0 && c.cache_hint != 1) || c.streaming_unroll != 0)
+      c.cluster_size != 1 || (c.cache_hint != 0 && c.cache_hint != 1) || c.streaming_unroll != 0 ||
+      c.fused_recompute)
     return "the staged kernel takes vecs_per_thread 0, weight_in_registers false, rows_in_flight "
-           "1, cluster_size 1, cache_hint 0 or 1 and streaming_unroll 0";
+           "1, cluster_size 1, cache_hint 0 or 1, streaming_unroll 0 and fused_recompute false";
   if (c.grid != RmsGrid::persistent && c.grid != RmsGrid::balanced)
     return "the staged kernel takes grid persistent or balanced (a block per row stages nothing)";
   if (c.blocks_per_sm < 0) return "blocks_per_sm must be >= 0";
@@ -1265,6 +1304,8 @@ std::string check_config(const RmsNormConfig& c, DType dtype, int64_t cols) {
     return "rows_in_flight and cluster_size need a register-resident kernel";
   if (nv == 0 && c.cache_hint != 0 && c.streaming_unroll != 1 && c.streaming_unroll != 2)
     return "cache_hint on the streaming kernel needs streaming_unroll 1 or 2";
+  if (c.fused_recompute && c.streaming_unroll != 1 && c.streaming_unroll != 2)
+    return "fused_recompute needs streaming_unroll 1 or 2";
   const KernelKey key = kernel_key(c);
   if (c.vec_bytes != 16 && (nv != 0 || c.weight_in_registers || key.variant()))
     return "the scalar path (vec_bytes == element size) is streaming only (vecs_per_thread 0)";
@@ -1404,6 +1445,7 @@ std::string RmsNormConfig::str() const {
   if (cache_hint != 0) extra += ",cache_hint=" + std::to_string(cache_hint);
   if (staged_rows != 0) extra += ",staged_rows=" + std::to_string(staged_rows);
   if (streaming_unroll != 0) extra += ",streaming_unroll=" + std::to_string(streaming_unroll);
+  if (fused_recompute) extra += ",fused_recompute=true";
   return "threads=" + std::to_string(threads) +
          ",rows_per_block=" + std::to_string(rows_per_block) +
          ",vec_bytes=" + std::to_string(vec_bytes) +
@@ -1590,16 +1632,19 @@ std::vector<RmsNormConfig> rms_norm_tuning_space(int64_t rows, int64_t cols, DTy
   for (const int threads : {128, 256, 512}) add(make_config(threads, 1, 0, false));
   if (nvec > 128) {
     // The lean streaming kernels with a block per row: one or two vectors in flight, each cache
-    // hint, 256 and 512 threads.
-    for (const int unroll : {1, 2})
-      for (const int hint : {0, 1, 2})
-        for (const int threads : {256, 512}) {
-          RmsNormConfig c = make_config(threads, 1, 0, false);
-          c.grid = RmsGrid::all;
-          c.streaming_unroll = unroll;
-          c.cache_hint = hint;
-          add(c);
-        }
+    // hint, 256 and 512 threads; fused, also recomputing the sum in pass 2.
+    for (const bool recompute : {false, true})
+      for (const int unroll : {1, 2})
+        for (const int hint : {0, 1, 2})
+          for (const int threads : {256, 512}) {
+            if (recompute && !fused) continue;
+            RmsNormConfig c = make_config(threads, 1, 0, false);
+            c.grid = RmsGrid::all;
+            c.streaming_unroll = unroll;
+            c.cache_hint = hint;
+            c.fused_recompute = recompute;
+            add(c);
+          }
     // The variants: the default with the other grids; each variant kernel with the fewest threads
     // per row that hold the row (blocks of at least 128 threads), pipelined ones also on the
     // balanced grid, unhinted single-row ones also with a block per row group.
@@ -1649,6 +1694,9 @@ void launch_rms_norm(const RmsNormArgs& a, const RmsNormConfig& config, void* st
   if (const std::string why = check_config(config, dtype, a.cols); !why.empty())
     throw SignatureError("rms_norm (CUDA): config {" + config.str() +
                          "} cannot serve cols = " + std::to_string(a.cols) + ": " + why);
+  if (config.fused_recompute && a.residual == nullptr)
+    throw SignatureError("rms_norm (CUDA): config {" + config.str() +
+                         "}: fused_recompute needs a fused launch (a residual)");
   if (a.rows == 0 || a.cols == 0) return;
   const bool fused = a.residual != nullptr;
   if (a.x == nullptr || a.weight == nullptr || a.y == nullptr)
