@@ -91,8 +91,8 @@ struct RmsNormConfig {
   /// Lean streaming kernels (streaming_unroll 1 or 2) of fused launches only: pass 1 reads x and
   /// the residual and writes nothing; pass 2 reads both again (from L2), adds them again and writes
   /// the residual and y, as torch.compile's kernels do. false: pass 1 writes the residual, which
-  /// pass 2 re-reads. A plain launch with it raises SignatureError. In the fused tuning spaces; not
-  /// a default (not measured on hardware yet).
+  /// pass 2 re-reads. A plain launch with it raises SignatureError. Opt-in only: not run on a GPU
+  /// yet, so in no default and no tuning space.
   bool fused_recompute = false;
 
   int threads_per_row() const { return rows_per_block > 0 ? threads / rows_per_block : 0; }
