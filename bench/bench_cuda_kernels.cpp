@@ -15,11 +15,13 @@
 //                           (1024 threads at most), and two blocks a multiprocessor (512 threads
 //                           at most), where 2 stages fit; without and with their L2 policies
 //   TILEOPS_BENCH_LEAN=1    also time the lean streaming RMSNorm kernels (streaming_unroll 1 and
-//                           2, cache_hint 0, 1 and 2): 256 and 512 threads, persistent grid and a
+//                           2, cache_hint 0 to 3): 256 and 512 threads, persistent grid and a
 //                           block per row; fused, also with fused_recompute (a block per row)
 //   TILEOPS_BENCH_FLUSH=... "memset" (default), "memset+read" (then also read 128 MB of the
 //                           flush buffer back to the host, so that no dirty flush lines are left in
-//                           L2 to be written back during the timed kernel), or "none"
+//                           L2 to be written back during the timed kernel), "kernel" (the buffer
+//                           written by a kernel of 16-byte stores, as `tileops bench --flush
+//                           kernel` does), or "none"
 //   TILEOPS_BENCH_GRAPH=N   time a CUDA graph of N back-to-back launches (one flush before the
 //                           graph, none between its launches) and report its time / N: the
 //                           kernel time without the event and launch overheads (decode sizes)
@@ -50,6 +52,7 @@
 #include "cuda_bench_setup.h"
 #include "kernels/norm/rms_norm_cuda.h"
 #include "kernels/rope/long_rope_cuda.h"
+#include "perf/flush.h"
 #include "tileops/core/dtype.h"
 #endif
 
@@ -67,12 +70,13 @@ using tileops::bench::kFlushBytes;
 using tileops::bench::mix;
 constexpr size_t kFlushReadBytes = size_t{128} << 20;
 
-enum class Flush { none, memset, memset_read };
+enum class Flush { none, memset, memset_read, kernel };
 
 Flush flush_mode() {
   const char* v = std::getenv("TILEOPS_BENCH_FLUSH");
   if (v == nullptr || std::strcmp(v, "memset") == 0) return Flush::memset;
   if (std::strcmp(v, "memset+read") == 0) return Flush::memset_read;
+  if (std::strcmp(v, "kernel") == 0) return Flush::kernel;
   return Flush::none;
 }
 
@@ -203,7 +207,10 @@ void time_launches(benchmark::State& state, int64_t bytes, const std::function<v
   }
   int flip = 0;
   for (auto _ : state) {
-    if (flush != Flush::none) {
+    if (flush == Flush::kernel) {
+      tileops::perf::detail::fill_bytes_kernel(g.flush, kFlushBytes,
+                                               static_cast<unsigned char>(flip ^= 1), g.stream);
+    } else if (flush != Flush::none) {
       cudaMemsetAsync(g.flush, flip ^= 1, kFlushBytes, g.stream);
       if (flush == Flush::memset_read) {
         cudaMemcpyAsync(flush_read_sink(), g.flush, kFlushReadBytes, cudaMemcpyDeviceToHost,
@@ -373,7 +380,7 @@ std::vector<ck::RmsNormConfig> lean_configs(bool fused) {
   std::vector<ck::RmsNormConfig> out;
   for (const bool recompute : {false, true})
     for (const int unroll : {1, 2})
-      for (const int hint : {0, 1, 2})
+      for (const int hint : {0, 1, 2, 3})
         for (const int threads : {256, 512})
           for (const auto grid : {ck::RmsGrid::persistent, ck::RmsGrid::all}) {
             if (recompute && (!fused || grid != ck::RmsGrid::all)) continue;

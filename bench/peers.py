@@ -7,7 +7,12 @@ liger_kernel) with CUDA events around each iteration, the L2 flushed before each
 reports the median. Bytes are the manifest roofline bytes (each input read once, each output
 written once, a mutated input read and written). Writes a table (stdout) and a CSV ($OUT or .).
 
-Usage: python3 bench/peers.py [--iters N] [--csv PATH]
+The flush (--flush) is "fill" (torch's fill_, a kernel; the default) or "memset"
+(cudaMemsetAsync through CuPy or the CUDA runtime), the two flushes of `tileops bench --flush
+kernel|memset`. With "fill,memset" every compiled peer is timed after each flush, the second
+named "<peer>@memset".
+
+Usage: python3 bench/peers.py [--iters N] [--csv PATH] [--flush fill|memset|fill,memset]
 """
 import argparse
 import math
@@ -40,16 +45,54 @@ ROPE = [  # (label, B, S, H, R, positions, dtypes)
 ]
 
 _flush = None
+FLUSH = "fill"  # how flush_l2 overwrites the buffer: "fill" (a kernel) or "memset"
+_memset = None
+
+
+def _memset_async():
+    """cudaMemsetAsync(ptr, value, bytes, stream): CuPy's binding, else the CUDA runtime that
+    torch loaded, through ctypes."""
+    try:
+        import cupy
+
+        return lambda ptr, value, n, stream: cupy.cuda.runtime.memsetAsync(ptr, value, n, stream)
+    except Exception:
+        import ctypes
+        import glob
+
+        names = ["libcudart.so.13", "libcudart.so.12", "libcudart.so"]
+        names += glob.glob(os.path.join(os.path.dirname(torch.__file__), "..", "nvidia", "*", "lib",
+                                        "libcudart.so*"))
+        for name in names:
+            try:
+                rt = ctypes.CDLL(name)
+            except OSError:
+                continue
+            fn = rt.cudaMemsetAsync
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p]
+
+            def call(ptr, value, n, stream):
+                err = fn(ptr, value, n, stream)
+                if err != 0:
+                    raise RuntimeError(f"cudaMemsetAsync failed: error {err}")
+
+            return call
+        raise RuntimeError("no CUDA runtime found for the memset flush")
 
 
 def flush_l2(i):
     """Overwrites max(2 x L2, 512 MiB) bytes, as tileops' own timer (src/perf/timing.cpp) does:
     long enough on the GPU for this process to enqueue the timed call behind it."""
-    global _flush
+    global _flush, _memset
     if _flush is None:
         l2 = torch.cuda.get_device_properties(0).L2_cache_size
         _flush = torch.empty(max(2 * l2, 512 << 20), dtype=torch.uint8, device="cuda")
-    _flush.fill_(i & 0xFF)
+    if FLUSH == "memset":
+        if _memset is None:
+            _memset = _memset_async()
+        _memset(_flush.data_ptr(), i & 0xFF, _flush.numel(), torch.cuda.current_stream().cuda_stream)
+    else:
+        _flush.fill_(i & 0xFF)
 
 
 def time_median_us(fn, iters):
@@ -125,7 +168,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--csv", default=os.path.join(os.environ.get("OUT", "."), "peers.csv"))
+    ap.add_argument("--flush", default="fill",
+                    help="fill, memset, or fill,memset (compiled peers timed after both)")
     args = ap.parse_args()
+    flushes = args.flush.split(",")
+    if not flushes or any(f not in ("fill", "memset") for f in flushes):
+        ap.error(f"--flush: expected fill, memset or a comma list of them, got {args.flush!r}")
     torch.manual_seed(0)
     dev = torch.cuda.get_device_name()
     rows = []
@@ -136,6 +184,16 @@ def main():
         rows.append((op, case, peer, us, tbps))
         print(f"{op:22s} {case:32s} {peer:14s} {us:10.2f} us {tbps:7.3f} TB/s", flush=True)
 
+    def measure(op, case, peer, fn, nbytes, every_flush=True):
+        """Times fn after the first flush of --flush and records it; with every_flush, also after
+        each other flush, recorded as "<peer>@<flush>"."""
+        global FLUSH
+        for k, f in enumerate(flushes if every_flush else flushes[:1]):
+            FLUSH = f
+            record(op, case, peer if k == 0 else f"{peer}@{f}", time_median_us(fn, args.iters),
+                   nbytes)
+        FLUSH = flushes[0]
+
     for label, n, d, dtypes in NORM:
         for dt in dtypes:
             t = getattr(torch, dt)
@@ -144,14 +202,13 @@ def main():
             nbytes = (2 * n * d + d) * x.element_size()
             case = f"{label}-{dt}"
             compiled_norm = compile_static(rms_norm_eager)
-            record("RMSNormFwdOp", case, "torch-eager", time_median_us(lambda: rms_norm_eager(x, w), args.iters), nbytes)
-            record("RMSNormFwdOp", case, "torch.compile", time_median_us(lambda: compiled_norm(x, w), args.iters), nbytes)
+            measure("RMSNormFwdOp", case, "torch-eager", lambda: rms_norm_eager(x, w), nbytes, every_flush=False)
+            measure("RMSNormFwdOp", case, "torch.compile", lambda: compiled_norm(x, w), nbytes)
             if hasattr(torch.nn.functional, "rms_norm"):
-                record("RMSNormFwdOp", case, "F.rms_norm",
-                       time_median_us(lambda: torch.nn.functional.rms_norm(x, (d,), w, 1e-6), args.iters), nbytes)
+                measure("RMSNormFwdOp", case, "F.rms_norm", lambda: torch.nn.functional.rms_norm(x, (d,), w, 1e-6), nbytes)
             if "flashinfer" in available:
                 fi = available["flashinfer"]
-                record("RMSNormFwdOp", case, "flashinfer", time_median_us(lambda: fi.rmsnorm(x, w, 1e-6), args.iters), nbytes)
+                measure("RMSNormFwdOp", case, "flashinfer", lambda: fi.rmsnorm(x, w, 1e-6), nbytes)
     for label, n, d, dtypes in FUSED:
         for dt in dtypes:
             t = getattr(torch, dt)
@@ -161,14 +218,11 @@ def main():
             nbytes = (4 * n * d + d) * x.element_size()
             case = f"{label}-{dt}"
             compiled_fused = compile_static(fused_add_rms_norm_eager)
-            record("FusedAddRMSNormFwdOp", case, "torch-eager",
-                   time_median_us(lambda: fused_add_rms_norm_eager(x, r, w), args.iters), nbytes)
-            record("FusedAddRMSNormFwdOp", case, "torch.compile",
-                   time_median_us(lambda: compiled_fused(x, r, w), args.iters), nbytes)
+            measure("FusedAddRMSNormFwdOp", case, "torch-eager", lambda: fused_add_rms_norm_eager(x, r, w), nbytes, every_flush=False)
+            measure("FusedAddRMSNormFwdOp", case, "torch.compile", lambda: compiled_fused(x, r, w), nbytes)
             if "flashinfer" in available:
                 fi = available["flashinfer"]
-                record("FusedAddRMSNormFwdOp", case, "flashinfer",
-                       time_median_us(lambda: fi.fused_add_rmsnorm(x, r, w, 1e-6), args.iters), nbytes)
+                measure("FusedAddRMSNormFwdOp", case, "flashinfer", lambda: fi.fused_add_rmsnorm(x, r, w, 1e-6), nbytes)
     for label, B, S, H, R, with_pos, dtypes in ROPE:
         for dt in dtypes:
             t = getattr(torch, dt)
@@ -190,12 +244,11 @@ def main():
                 return compiled_rope(x, cos, sin)
 
             cos, sin = rope_tables(B, S, R, pos)
-            record("LongRoPEFwdOp", case, "torch-eager", time_median_us(eager, args.iters), nbytes)
-            record("LongRoPEFwdOp", case, "torch.compile", time_median_us(compiled, args.iters), nbytes)
-            record("LongRoPEFwdOp", case, "compile(no-tab)",
-                   time_median_us(lambda: compiled_rope(x, cos, sin), args.iters), nbytes)
+            measure("LongRoPEFwdOp", case, "torch-eager", eager, nbytes, every_flush=False)
+            measure("LongRoPEFwdOp", case, "torch.compile", compiled, nbytes)
+            measure("LongRoPEFwdOp", case, "compile(no-tab)", lambda: compiled_rope(x, cos, sin), nbytes)
     with open(args.csv, "w") as f:
-        f.write(f"# gpu={dev} torch={torch.__version__}\n")
+        f.write(f"# gpu={dev} torch={torch.__version__} flush={args.flush}\n")
         f.write("op,case,peer,median_us,tb_per_s\n")
         for op, case, peer, us, tbps in rows:
             f.write(f"{op},{case},{peer},{us:.3f},{tbps:.4f}\n")

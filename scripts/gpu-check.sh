@@ -6,8 +6,12 @@
 #
 # Environment: TILEOPS_BUILD_DIR (default build-gpu), JOBS (default: cores), OUT (logs are written
 # there when set, else to $BUILD/gpu-check), GPU_CHECK_PEERS (0: skip bench/peers.py), GPU_CHECK_OPS
-# (the ops `tileops bench` runs; default --all), TILEOPS_WERROR (default OFF here: another compiler's
-# new warnings must not stop a GPU check; CI builds with -Werror).
+# (the ops `tileops bench` runs; default --all), GPU_CHECK_FLUSH (the L2 flush before each timed
+# call, ours and the peers' alike: memset (the default: cudaMemsetAsync), kernel (a kernel writes the
+# buffer; peers.py's fill_), or both (each of ours and each compiled peer timed after both)),
+# TILEOPS_WERROR (default OFF here: another compiler's new warnings must not stop a GPU check; CI
+# builds with -Werror). The last lines are the step summary and, when the peers ran, the table of
+# bench/compare.py (ours against the peers, case by case).
 set -uo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -69,9 +73,19 @@ run() {
   return $rc
 }
 
-# At most 8 log files (what a remote runner may bring back): info, build, ctest-gpu, calibrate,
-# bench.log, bench.json, peers.log, peers.csv.
-rm -f "$logs"/{info.txt,build.log,ctest-gpu.log,calibrate.log,bench.log,bench.json,peers.log,peers.csv}
+case "${GPU_CHECK_FLUSH:-memset}" in
+  memset) our_flushes=(memset) peer_flush=memset ;;
+  kernel) our_flushes=(kernel) peer_flush=fill ;;
+  both) our_flushes=(memset kernel) peer_flush=fill,memset ;;
+  *)
+    echo "gpu-check: GPU_CHECK_FLUSH must be memset, kernel or both" >&2
+    exit 2
+    ;;
+esac
+
+# At most 8 log files (what a remote runner may bring back): info, build, ctest-gpu, bench.log
+# (calibrate too), bench-<flush>.json (one or two), peers.log, peers.csv.
+rm -f "$logs"/{info.txt,build.log,ctest-gpu.log,bench.log,bench-memset.json,bench-kernel.json,peers.log,peers.csv}
 gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 {
@@ -97,14 +111,17 @@ tileops="$build/tools/cli/tileops"
 if ((ok)); then
   run "ctest -L gpu" 90 ctest-gpu.log -- \
     ctest --test-dir "$build" --output-on-failure -j 4 -L gpu
-  run "calibrate cuda" 60 calibrate.log -- "$tileops" calibrate --device cuda
+  run "calibrate cuda" 60 bench.log -- "$tileops" calibrate --device cuda
   # GPU_CHECK_OPS: the ops to bench (default --all; the MoE workloads alone take minutes, as their
   # inputs are tens of GB: scripts/moe-check.sh benches those).
   read -r -a bench_ops <<< "${GPU_CHECK_OPS:---all}"
-  run "bench ${GPU_CHECK_OPS:---all} --device cuda" 180 bench.log -- \
-    "$tileops" bench "${bench_ops[@]}" --device cuda --format table --json "$logs/bench.json"
+  for f in "${our_flushes[@]}"; do
+    run "bench --flush $f" 180 bench.log -- "$tileops" bench "${bench_ops[@]}" --device cuda \
+      --flush "$f" --format table --json "$logs/bench-$f.json"
+  done
   if [[ -f bench/peers.py && "${GPU_CHECK_PEERS:-1}" != 0 ]]; then
-    run "peers (bench/peers.py)" 240 peers.log -- python3 bench/peers.py --csv "$logs/peers.csv"
+    run "peers --flush $peer_flush" 300 peers.log -- \
+      python3 bench/peers.py --flush "$peer_flush" --csv "$logs/peers.csv"
   fi
 fi
 
@@ -120,6 +137,13 @@ printf '%-28s %-10s %-7s %s\n' step result time log
 for i in "${!names[@]}"; do
   printf '%-28s %-10s %-7s %s\n' "${names[$i]}" "${results[$i]}" "${times[$i]}" "${notes[$i]}"
 done
+if [[ -f "$logs/peers.csv" ]]; then
+  ours_json=()
+  for f in "${our_flushes[@]}"; do
+    [[ -f "$logs/bench-$f.json" ]] && ours_json+=(--ours "$logs/bench-$f.json")
+  done
+  ((${#ours_json[@]})) && python3 bench/compare.py "${ours_json[@]}" --peers "$logs/peers.csv"
+fi
 for r in "${results[@]}"; do
   [[ "$r" == ok ]] || exit 1
 done

@@ -5,7 +5,8 @@
 # (bench/profile_norm_peers.py), under one method:
 # ncu's duration of one launch with its own cache control (caches flushed before each profiled
 # launch), clocks not locked. Prints one line per profiled launch (kernel, grid, block, registers,
-# duration, DRAM bytes, achieved warp occupancy, L2 hit rate). Needs a CUDA build with the bench
+# duration, DRAM bytes, achieved warp occupancy, L2 and L1 hit rates); torch.compile's kernels are
+# kept as $OUT/triton-kernels.tgz. Needs a CUDA build with the bench
 # (TILEOPS_BUILD_DIR, default build-gpu) or builds it. Logs in $OUT (default $build/ncu-norm).
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -24,6 +25,7 @@ fi
 metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum
 metrics+=,launch__registers_per_thread,launch__grid_size,launch__block_size
 metrics+=,sm__warps_active.avg.pct_of_peak_sustained_active,lts__t_sector_hit_rate.pct
+metrics+=,l1tex__t_sector_hit_rate.pct
 filter="${NCU_NORM_FILTER:-^(fused_add_)?rms_norm/(bf16|fp32|fp16)/(1x4096|64x8192|2048x4096|2048x8192|2048x16384)(/threads=[^/]*(staged|streaming_unroll)[^/]*)?/iter}"
 # bench_cuda_kernels with one repetition launches each case twice (warm-up, timed): both profiled.
 TILEOPS_BENCH_STAGED="${TILEOPS_BENCH_STAGED:-0}" TILEOPS_BENCH_LEAN="${TILEOPS_BENCH_LEAN:-0}" \
@@ -31,9 +33,15 @@ TILEOPS_BENCH_STAGED="${TILEOPS_BENCH_STAGED:-0}" TILEOPS_BENCH_LEAN="${TILEOPS_
   --csv --print-units base --page raw --metrics "$metrics" "$build/bench/bench_cuda_kernels" \
   --benchmark_filter="$filter" > "$logs/ours.csv" 2> "$logs/ours.err"
 echo "ours rc=$?"
-timeout 240 ncu --clock-control none --profile-from-start off -k regex:triton --csv --print-units base --page raw \
+# torch.compile's kernels are compiled into a cache of their own, kept as $logs/triton-kernels.tgz
+# (inductor's Python, Triton's IR and PTX) for reading offline.
+inductor_cache="$(mktemp -d)"
+TORCHINDUCTOR_CACHE_DIR="$inductor_cache" timeout 240 ncu --clock-control none --profile-from-start off \
+  -k regex:triton --csv --print-units base --page raw \
   --metrics "$metrics" python3 bench/profile_norm_peers.py > "$logs/peers.csv" 2> "$logs/peers.err"
 echo "peers rc=$?"
+(cd "$inductor_cache" && find . \( -name '*.py' -o -name '*.ptx' -o -name '*.ttgir' -o -name '*.json' \) \
+  -print0 | tar -czf "$logs/triton-kernels.tgz" --null -T -) || echo "no inductor cache kept"
 python3 - "$logs/ours.csv" "$logs/peers.csv" <<'PY'
 import csv, sys
 for path in sys.argv[1:]:
@@ -53,7 +61,8 @@ for path in sys.argv[1:]:
         wr = num("dram__bytes_write.sum") / 1e6
         occ = num("sm__warps_active.avg.pct_of_peak_sustained_active")
         hit = num("lts__t_sector_hit_rate.pct")
+        l1 = num("l1tex__t_sector_hit_rate.pct")
         print(f"{label:22s} {name:60s} grid={r['launch__grid_size']:>6s} block={r['launch__block_size']:>5s}"
               f" regs={r['launch__registers_per_thread']:>4s} {us:8.2f} us  dram r/w {rd:7.2f}/{wr:7.2f} MB"
-              f"  warps {occ:5.1f}%  L2 hit {hit:5.1f}%")
+              f"  warps {occ:5.1f}%  L2 hit {hit:5.1f}%  L1 hit {l1:5.1f}%")
 PY

@@ -17,10 +17,21 @@
 #include <cuda_runtime_api.h>
 
 #include "core/cuda_internal.h"
+#include "perf/flush.h"
 #include "tileops/core/cuda.h"
 #endif
 
 namespace tileops::perf {
+
+std::string to_string(L2Flush flush) {
+  return flush == L2Flush::kernel ? "kernel" : "memset";
+}
+
+L2Flush parse_l2_flush(const std::string& name) {
+  if (name == "memset") return L2Flush::memset;
+  if (name == "kernel") return L2Flush::kernel;
+  throw UsageError("unknown L2 flush '" + name + "': expected memset or kernel");
+}
 
 double percentile(std::span<const double> samples, double q) {
   if (samples.empty()) return std::numeric_limits<double>::quiet_NaN();
@@ -138,8 +149,8 @@ class Events {
 };
 
 TimingResult time_cuda(const std::function<void()>& fn, int device, const TimingOptions& options) {
-  detail::CudaDeviceGuard guard(device);
-  cudaStream_t stream = detail::stream_of(device);
+  tileops::detail::CudaDeviceGuard guard(device);
+  cudaStream_t stream = tileops::detail::stream_of(device);
   std::pair<void*, std::size_t> flush{nullptr, 0};
   if (options.flush_l2) flush = flush_buffer(device);
 
@@ -149,7 +160,10 @@ TimingResult time_cuda(const std::function<void()>& fn, int device, const Timing
   auto timed = [&](int n) {
     Events events(2 * static_cast<std::size_t>(n));
     for (int i = 0; i < n; ++i) {
-      if (flush.first != nullptr) {
+      if (flush.first != nullptr && options.flush_method == L2Flush::kernel) {
+        detail::fill_bytes_kernel(flush.first, flush.second, static_cast<unsigned char>(i & 0xff),
+                                  stream);
+      } else if (flush.first != nullptr) {
         check(cudaMemsetAsync(flush.first, i & 0xff, flush.second, stream), "cudaMemsetAsync");
       }
       check(cudaEventRecord(events[2 * i], stream), "cudaEventRecord");
@@ -179,7 +193,9 @@ TimingResult time_cuda(const std::function<void()>& fn, int device, const Timing
   }
   std::vector<double> samples = timed(choose_iterations(per_call, options));
   return summarize(std::move(samples),
-                   flush.first != nullptr ? "cuda events, L2 flushed" : "cuda events");
+                   flush.first != nullptr
+                       ? "cuda events, L2 flushed (" + to_string(options.flush_method) + ")"
+                       : std::string("cuda events"));
 }
 
 #endif  // TILEOPS_WITH_CUDA

@@ -209,6 +209,7 @@ TEST_F(CliTest, BenchBadOptionsAreUsageErrors) {
        "--budget-ms: expected a positive number, got '0'"},
       {{"bench", "RMSNormFwdOp", "--max-iters", "-1"}, "--max-iters: expected a positive number"},
       {{"bench", "RMSNormFwdOp", "--format", "xml"}, "--format"},
+      {{"bench", "RMSNormFwdOp", "--flush", "fill"}, "--flush: fill not in {memset,kernel}"},
   };
   for (const auto& [args, message] : cases) {
     const CommandResult r = tileops(args);
@@ -233,6 +234,7 @@ TEST_F(CliTest, BenchTuneIsRecordedAndCpuCasesStillPass) {
   ASSERT_EQ(rows.size(), 1u) << tuned;
   EXPECT_EQ(rows[0].result, "PASS") << tuned;
   EXPECT_THAT(read_file(tuned_json), HasSubstr("\"tune\": true,"));
+  EXPECT_THAT(read_file(tuned_json), HasSubstr("\"flush\": \"memset\","));
 
   const std::string plain_json = (cache_.path() / "plain.json").string();
   const CommandResult plain =

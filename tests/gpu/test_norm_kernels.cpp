@@ -570,7 +570,7 @@ TEST(RmsNormKernels, EmptyAndInvalid) {
   bad.vec_bytes = 2;
   bad.streaming_unroll = 2;
   EXPECT_THROW(launch_rms_norm(a, bad, nullptr), tileops::SignatureError);
-  // cache_hint on the streaming kernel: only with streaming_unroll 1 or 2, at most 2.
+  // cache_hint on the streaming kernel: only with streaming_unroll 1 or 2, at most 3.
   RmsNormConfig lean = make_streaming(256);
   lean.streaming_unroll = 1;
   for (const int hint : {1, 2}) {
@@ -580,8 +580,15 @@ TEST(RmsNormKernels, EmptyAndInvalid) {
                            "cache_hint on the streaming kernel needs streaming_unroll 1 or 2");
   }
   bad = lean;
-  bad.cache_hint = 3;
-  expect_signature_error([&] { launch_rms_norm(a, bad, nullptr); }, "cache_hint must be 0, 1 or 2");
+  bad.cache_hint = 4;
+  expect_signature_error([&] { launch_rms_norm(a, bad, nullptr); },
+                         "cache_hint must be 0, 1, 2 or 3");
+  // cache_hint 3 (L1-allocating loads) is of the lean kernels alone.
+  for (RmsNormConfig c : {make_streaming(256), resident}) {
+    c.cache_hint = 3;
+    expect_signature_error([&] { launch_rms_norm(a, c, nullptr); },
+                           "cache_hint 3 needs a lean streaming kernel (streaming_unroll 1 or 2)");
+  }
   bad = lean;
   bad.cache_hint = 1;
   bad.weight_in_registers = true;
@@ -631,7 +638,7 @@ TEST(RmsNormKernels, StreamingUnroll) {
                                {19, 4096, 0, 0, 0, 1, false}};
   std::vector<std::optional<RmsNormConfig> > configs;
   for (const int unroll : {1, 2})
-    for (const int hint : {0, 1, 2})
+    for (const int hint : {0, 1, 2, 3})
       for (const int threads : {128, 512})
         for (const auto grid :
              {tileops::cuda_kernels::RmsGrid::persistent, tileops::cuda_kernels::RmsGrid::all}) {
@@ -644,7 +651,7 @@ TEST(RmsNormKernels, StreamingUnroll) {
   // Fused launches also recompute the sum in pass 2 (fused_recompute), a block per row.
   std::vector<std::optional<RmsNormConfig> > fused_configs = configs;
   for (const int unroll : {1, 2})
-    for (const int hint : {0, 1, 2})
+    for (const int hint : {0, 1, 2, 3})
       for (const int threads : {128, 512}) {
         RmsNormConfig c = make_streaming(threads);
         c.streaming_unroll = unroll;

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "tileops/core/error.h"
 #include "tileops/perf/perf.h"
 
 namespace tileops::perf {
@@ -82,6 +83,20 @@ TEST(PerfTiming, CpuTimerCountsIterations) {
   EXPECT_LE(r.min_s, r.median_s);
   EXPECT_LE(r.median_s, r.p90_s);
   EXPECT_EQ(r.method, "cpu wall clock");
+}
+
+TEST(PerfTiming, L2FlushNames) {
+  EXPECT_EQ(to_string(L2Flush::memset), "memset");
+  EXPECT_EQ(to_string(L2Flush::kernel), "kernel");
+  EXPECT_EQ(parse_l2_flush("memset"), L2Flush::memset);
+  EXPECT_EQ(parse_l2_flush("kernel"), L2Flush::kernel);
+  EXPECT_EQ(TimingOptions{}.flush_method, L2Flush::memset);
+  try {
+    parse_l2_flush("fill");
+    ADD_FAILURE() << "parse_l2_flush accepted 'fill'";
+  } catch (const tileops::UsageError& e) {
+    EXPECT_STREQ(e.what(), "unknown L2 flush 'fill': expected memset or kernel");
+  }
 }
 
 HardwareProfile test_profile() {

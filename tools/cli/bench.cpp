@@ -88,6 +88,11 @@ CLI::App* add_bench_command(CLI::App& app, BenchOptions& options) {
                 "kernels with a tuning space time their candidates on the case's inputs and keep "
                 "the fastest (remembered in the tuning database); the config column then ends in "
                 "\"(tuned)\". Only the CUDA kernels have tuning spaces.");
+  cmd->add_option("--flush", options.flush,
+                  "How the GPU timer overwrites its L2 flush buffer before each timed call: "
+                  "memset (cudaMemsetAsync) or kernel (a kernel of 16-byte stores)")
+      ->check(CLI::IsMember({"memset", "kernel"}))
+      ->default_str("memset");
   cmd->add_flag("--no-check", options.no_check, "Do not compare with the reference");
   cmd->add_flag("-q,--quiet", options.quiet, "No progress lines on stderr");
   return cmd;
@@ -225,6 +230,7 @@ void run_case(const OpSchema& schema, const WorkloadCase& wc, const BenchOptions
   timing.warmup_ms = options.warmup_ms;
   timing.min_iters = options.min_iters.value_or(device.is_cpu() ? 3 : 10);
   timing.max_iters = std::max(options.max_iters, timing.min_iters);
+  timing.flush_method = perf::parse_l2_flush(options.flush);
   r.timing = perf::time_op([&] { op->call(inputs, outs); }, device, timing);
   r.timed = true;
 
@@ -401,9 +407,11 @@ std::string json_document(const BenchOptions& options, Device device,
       "\"flops_per_s\": {{{}}}}},\n",
       json_string(profile.name), json_string(profile.source),
       json_number(profile.mem_bandwidth_bytes_per_s), peaks);
-  out += fmt::format("  \"seed\": {},\n  \"budget_ms\": {},\n  \"tune\": {},\n  \"results\": {},\n",
-                     options.seed, json_number(options.budget_ms), options.tune ? "true" : "false",
-                     render_json_rows(full_table(results), 2));
+  out += fmt::format(
+      "  \"seed\": {},\n  \"budget_ms\": {},\n  \"tune\": {},\n  \"flush\": {},\n  \"results\": "
+      "{},\n",
+      options.seed, json_number(options.budget_ms), options.tune ? "true" : "false",
+      json_string(options.flush), render_json_rows(full_table(results), 2));
   out += fmt::format(
       "  \"summary\": {{\"cases\": {}, \"passed\": {}, \"failed\": {}, \"errors\": {}, "
       "\"unchecked\": {}, \"skipped\": {}}}\n}}\n",
@@ -556,7 +564,8 @@ int run_bench(const BenchOptions& options) {
       fmt::print(
           "# median of timed calls ({}); GB/s and TFLOP/s from the manifest roofline; SOL = "
           "roofline bound / median\n",
-          device.is_cpu() ? "cpu wall clock" : "cuda events, L2 flushed");
+          device.is_cpu() ? "cpu wall clock"
+                          : fmt::format("cuda events, L2 flushed ({})", options.flush));
       if (options.tune) fmt::print("# tuned mode: request_tune() before each op's first call\n");
       fmt::print("{}", render_table(display_table(results)));
       for (const auto& r : results) {

@@ -122,6 +122,7 @@ struct BenchOptions {
   bool no_check = false;
   bool quiet = false;
   bool tune = false;
+  std::string flush = "memset";  ///< how the GPU timer flushes the L2: memset or kernel
 };
 CLI::App* add_bench_command(CLI::App& app, BenchOptions& options);
 int run_bench(const BenchOptions& options);

@@ -11,6 +11,20 @@
 
 namespace tileops::perf {
 
+/// How the GPU timer overwrites its flush buffer before each iteration.
+enum class L2Flush {
+  /// cudaMemsetAsync.
+  memset,
+  /// A kernel of 16-byte stores, so that the timed call follows a kernel, as an op in a model
+  /// follows the previous layer's kernel (bench/peers.py's default flush, torch's fill_, is one).
+  kernel,
+};
+
+/// "memset" or "kernel".
+std::string to_string(L2Flush flush);
+/// The L2Flush that to_string names; UsageError for any other text.
+L2Flush parse_l2_flush(const std::string& name);
+
 struct TimingOptions {
   /// Time spent running the callable untimed after calibration, milliseconds.
   double warmup_ms = 25;
@@ -19,11 +33,12 @@ struct TimingOptions {
   /// Bounds of the number of timed iterations.
   int min_iters = 10;
   int max_iters = 200;
-  /// CUDA: overwrite a buffer of max(2 x L2, 512 MiB) bytes (cudaMemsetAsync) before each
-  /// iteration, outside the timed region, so that every iteration starts with a cold L2 and the
-  /// call is enqueued while the flush runs. (Each iteration waits for its stop event before the
-  /// next flush.)
+  /// CUDA: overwrite a buffer of max(2 x L2, 512 MiB) bytes before each iteration, outside the
+  /// timed region, so that every iteration starts with a cold L2 and the call is enqueued while
+  /// the flush runs. (Each iteration waits for its stop event before the next flush.)
   bool flush_l2 = true;
+  /// How that buffer is overwritten.
+  L2Flush flush_method = L2Flush::memset;
 };
 
 struct TimingResult {
@@ -32,8 +47,8 @@ struct TimingResult {
   double p90_s = 0;
   double mean_s = 0;
   int iterations = 0;
-  /// "cpu wall clock" or "cuda events, L2 flushed" (event timing overstates kernels of a few
-  /// microseconds by the event overhead).
+  /// "cpu wall clock", "cuda events" or "cuda events, L2 flushed (memset|kernel)" (event timing
+  /// overstates kernels of a few microseconds by the event overhead).
   std::string method;
   /// Per-iteration times, seconds, in the order they were taken.
   std::vector<double> samples_s;

@@ -321,6 +321,8 @@ __device__ __forceinline__ uint64_t l2_evict_last_policy() {
 // What a 16-byte load with an L2 cache policy does in L1.
 enum class L1Path {
   coherent_skip,  // ld.global.L1::no_allocate: a thread may re-read what it wrote, y may alias x
+  coherent_keep,  // ld.global.L1::evict_last: as coherent_skip, but kept in L1 for a re-read
+  coherent_drop,  // ld.global.L1::evict_first: as coherent_skip, allocated in L1 but first to go
   readonly_skip,  // ld.global.nc.L1::no_allocate: data of the launch that nobody writes, read once
   readonly,       // ld.global.nc: data that nobody writes, read again by other rows (the weight)
 };
@@ -337,6 +339,10 @@ __device__ __forceinline__ Raw<T, VEC> load_l2_policy(const T* p, uint64_t pol) 
   uint4 v;
   if constexpr (kPath == L1Path::coherent_skip) {
     TILEOPS_LD16_L2_POLICY(".L1::no_allocate");
+  } else if constexpr (kPath == L1Path::coherent_keep) {
+    TILEOPS_LD16_L2_POLICY(".L1::evict_last");
+  } else if constexpr (kPath == L1Path::coherent_drop) {
+    TILEOPS_LD16_L2_POLICY(".L1::evict_first");
   } else if constexpr (kPath == L1Path::readonly_skip) {
     TILEOPS_LD16_L2_POLICY(".nc.L1::no_allocate");
   } else {
@@ -563,11 +569,15 @@ __global__ void __launch_bounds__(v2_max_threads(NV, kFused, kWeightInRegs, PIPE
 // their launch bounds ask for 4 (U = 1: 32 registers) or 2 (U = 2) blocks of 512 threads a
 // multiprocessor, so that latency is hidden by resident warps (with U = 4, 84-94 registers a
 // thread allow one block of 512).
-// HINT (lean variants only, RmsNormConfig::cache_hint 1 or 2): what pass 2 re-reads is read
+// HINT (lean variants only, RmsNormConfig::cache_hint 1, 2 or 3): what pass 2 re-reads is read
 // (plain: x) or written (fused: the residual) in pass 1 with an L2 evict_last policy, so that it
 // stays in L2 until pass 2; what is read once (fused: x and the residual in pass 1; pass 2) is
-// read with evict_first; these accesses skip L1. HINT 1 stores y with st.global.cs; HINT 2 stores
-// y plainly and reads the weight with evict_last (it is read again by every row).
+// read with evict_first; with HINT 1 and 2 these accesses skip L1. HINT 1 stores y with
+// st.global.cs; HINT 2 stores y plainly and reads the weight with evict_last (it is read again by
+// every row). HINT 3 is HINT 2 with the loads allocating in L1 under the same priority as in L2
+// (L1::evict_last for what pass 2 re-reads and for the weight, L1::evict_first for the rest), so
+// that pass 2 can re-read a row from L1 while the rows of the resident blocks fit there; these
+// are the policies of torch.compile's Triton kernels on sm_90.
 // kRecompute (fused lean variants only, RmsNormConfig::fused_recompute): pass 1 reads x and the
 // residual and writes nothing (but the scalar tail); pass 2 reads both again, adds them again (the
 // same rounding) and writes the residual and y. With a HINT, pass 1 keeps both (evict_last) and
@@ -596,19 +606,29 @@ __device__ __forceinline__ void streaming_rows(const RmsParams& p) {
     drop = l2_evict_first_policy();
   }
   // Pass 1's reads of x and of the residual (kept when pass 2 reads them again), and pass 2's.
+  constexpr bool kL1 = HINT == 3;
+  constexpr L1Path kKeepPath = kL1 ? L1Path::coherent_keep : L1Path::coherent_skip;
+  constexpr L1Path kDropPath = kL1 ? L1Path::coherent_drop : L1Path::coherent_skip;
+  constexpr bool kXAgain = !kFused || kRecompute;  // pass 2 re-reads x
   const auto load_x = [&](const T* q) {
     if constexpr (HINT != 0)
-      return load_l2_policy<L1Path::coherent_skip, T, VEC>(q, kFused && !kRecompute ? drop : keep);
+      return load_l2_policy < kXAgain ? kKeepPath : kDropPath, T, VEC > (q, kXAgain ? keep : drop);
     return load_global<T, VEC>(q);
   };
   const auto load_residual = [&](const T* q) {
     if constexpr (HINT != 0)
-      return load_l2_policy<L1Path::coherent_skip, T, VEC>(q, kRecompute ? keep : drop);
+      return load_l2_policy < kRecompute ? kKeepPath : kDropPath, T,
+             VEC > (q, kRecompute ? keep : drop);
     return load_global<T, VEC>(q);
   };
   const auto load_once_more = [&](const T* q) {
-    if constexpr (HINT != 0) return load_l2_policy<L1Path::coherent_skip, T, VEC>(q, drop);
+    if constexpr (HINT != 0) return load_l2_policy<kDropPath, T, VEC>(q, drop);
     return load_global<T, VEC>(q);
+  };
+  const auto load_weight = [&](const T* q) {
+    if constexpr (HINT == 3) return load_l2_policy<L1Path::coherent_keep, T, VEC>(q, keep);
+    if constexpr (HINT == 2) return load_l2_policy<L1Path::readonly, T, VEC>(q, keep);
+    return load_nc<T, VEC>(q);
   };
 
   int buf = 0;
@@ -700,11 +720,7 @@ __device__ __forceinline__ void streaming_rows(const RmsParams& p) {
           if (j < nvec) {
             v[u] = load_once_more(src + static_cast<int64_t>(j) * VEC);
             if constexpr (kRecompute) rv[u] = load_once_more(rr + static_cast<int64_t>(j) * VEC);
-            if constexpr (HINT == 2)
-              wk[u] =
-                  load_l2_policy<L1Path::readonly, T, VEC>(w + static_cast<int64_t>(j) * VEC, keep);
-            else
-              wk[u] = load_nc<T, VEC>(w + static_cast<int64_t>(j) * VEC);
+            wk[u] = load_weight(w + static_cast<int64_t>(j) * VEC);
           }
         }
 #pragma unroll
@@ -1075,24 +1091,27 @@ KernelFn variant_kernel(const KernelKey& k) {
   return nullptr;
 }
 
-template <typename T, bool kFused, bool kRecompute>
-KernelFn lean_kernel(int unroll, int hint) {
-  switch (unroll * 3 + hint) {
+template <typename T, bool kFused, bool kRecompute, int U>
+KernelFn lean_kernel(int hint) {
+  switch (hint) {
+    case 0:
+      return rms_norm_streaming_lean_kernel<T, kFused, U, 0, kRecompute>;
+    case 1:
+      return rms_norm_streaming_lean_kernel<T, kFused, U, 1, kRecompute>;
+    case 2:
+      return rms_norm_streaming_lean_kernel<T, kFused, U, 2, kRecompute>;
     case 3:
-      return rms_norm_streaming_lean_kernel<T, kFused, 1, 0, kRecompute>;
-    case 4:
-      return rms_norm_streaming_lean_kernel<T, kFused, 1, 1, kRecompute>;
-    case 5:
-      return rms_norm_streaming_lean_kernel<T, kFused, 1, 2, kRecompute>;
-    case 6:
-      return rms_norm_streaming_lean_kernel<T, kFused, 2, 0, kRecompute>;
-    case 7:
-      return rms_norm_streaming_lean_kernel<T, kFused, 2, 1, kRecompute>;
-    case 8:
-      return rms_norm_streaming_lean_kernel<T, kFused, 2, 2, kRecompute>;
+      return rms_norm_streaming_lean_kernel<T, kFused, U, 3, kRecompute>;
     default:
       return nullptr;
   }
+}
+
+template <typename T, bool kFused, bool kRecompute>
+KernelFn lean_kernel(int unroll, int hint) {
+  if (unroll == 1) return lean_kernel<T, kFused, kRecompute, 1>(hint);
+  if (unroll == 2) return lean_kernel<T, kFused, kRecompute, 2>(hint);
+  return nullptr;
 }
 
 // The 16-byte streaming kernel: a lean one for streaming_unroll 1 or 2 (recomputing the fused sum
@@ -1293,7 +1312,9 @@ std::string check_config(const RmsNormConfig& c, DType dtype, int64_t cols) {
     return "grid must be persistent, balanced or all";
   if (c.rows_in_flight != 1 && c.rows_in_flight != 2) return "rows_in_flight must be 1 or 2";
   if (c.cluster_size != 1 && c.cluster_size != 2) return "cluster_size must be 1 or 2";
-  if (c.cache_hint < 0 || c.cache_hint > 2) return "cache_hint must be 0, 1 or 2";
+  if (c.cache_hint < 0 || c.cache_hint > 3) return "cache_hint must be 0, 1, 2 or 3";
+  if (c.cache_hint == 3 && c.streaming_unroll != 1 && c.streaming_unroll != 2)
+    return "cache_hint 3 needs a lean streaming kernel (streaming_unroll 1 or 2)";
   if (!(c.streaming_unroll == 0 || c.streaming_unroll == 1 || c.streaming_unroll == 2 ||
         c.streaming_unroll == 4))
     return "streaming_unroll must be 0, 1, 2 or 4";

@@ -66,7 +66,10 @@ struct RmsNormConfig {
   /// The lean streaming kernels (streaming_unroll 1 or 2) take 0, 1 or 2; 1: what pass 2 re-reads
   /// (plain: x; fused: the residual it wrote) gets an L2 evict_last policy in pass 1, what is read
   /// once gets evict_first, y is stored with st.global.cs, and no hinted access allocates in L1;
-  /// 2: as 1, but y is stored plainly and the weight is read with evict_last.
+  /// 2: as 1, but y is stored plainly and the weight is read with evict_last; 3 (lean kernels
+  /// only): as 2, but the loads allocate in L1 with the same priority as in L2 (evict_last for what
+  /// pass 2 re-reads and for the weight, evict_first for the rest), so that pass 2 may re-read
+  /// from L1 (torch.compile's Triton kernels on sm_90 load so).
   /// The staged kernel takes 0 or 1; 1: its bulk copies of the rows carry an L2 evict_first
   /// policy, that of the weight evict_last.
   int cache_hint = 0;
