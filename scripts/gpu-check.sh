@@ -6,7 +6,8 @@
 #
 # Environment: TILEOPS_BUILD_DIR (default build-gpu), JOBS (default: cores), OUT (logs are written
 # there when set, else to $BUILD/gpu-check), GPU_CHECK_PEERS (0: skip bench/peers.py), GPU_CHECK_OPS
-# (the ops `tileops bench` runs; default --all), GPU_CHECK_FLUSH (the L2 flush before each timed
+# (the ops `tileops bench` runs; default --all), GPU_CHECK_TARGETS (what to build; default all),
+# GPU_CHECK_FLUSH (the L2 flush before each timed
 # call, ours and the peers' alike: memset (the default: cudaMemsetAsync), kernel (a kernel writes the
 # buffer; peers.py's fill_), or both (each of ours and each compiled peer timed after both)),
 # TILEOPS_WERROR (default OFF here: another compiler's new warnings must not stop a GPU check; CI
@@ -104,7 +105,10 @@ run "configure (sm_90a)" 90 build.log -- \
 if ((ok)); then
   # -k 0: a target that fails to build (say, one test program) does not stop the others; the
   # steps below run with whatever was built, and the summary reports the build as failed.
-  run "build (-j$jobs)" 240 build.log -- cmake --build "$build" -j "$jobs" -- -k 0
+  # GPU_CHECK_TARGETS: the targets to build (default: all of them).
+  read -r -a targets <<< "${GPU_CHECK_TARGETS:-all}"
+  run "build (-j$jobs)" 240 build.log -- cmake --build "$build" -j "$jobs" --target "${targets[@]}" \
+    -- -k 0
 fi
 tileops="$build/tools/cli/tileops"
 [[ -x "$tileops" ]] || ok=0
