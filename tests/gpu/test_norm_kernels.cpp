@@ -846,7 +846,7 @@ TEST(RmsNormKernels, ConfigFunctions) {
           }
           for (const auto& c : space) {
             EXPECT_FALSE(c.str().empty());
-            EXPECT_FALSE(c.fused_recompute) << where << ": " << c.str();  // opt-in only
+            EXPECT_TRUE(fused || !c.fused_recompute) << where << ": " << c.str();
             if (c.staged_rows != 0) {
               EXPECT_LE(c.staged_rows,
                         rms_norm_staged_max_rows(cols, dtype, fused, std::max(1, c.blocks_per_sm)))

@@ -1653,17 +1653,19 @@ std::vector<RmsNormConfig> rms_norm_tuning_space(int64_t rows, int64_t cols, DTy
   for (const int threads : {128, 256, 512}) add(make_config(threads, 1, 0, false));
   if (nvec > 128) {
     // The lean streaming kernels with a block per row: one or two vectors in flight, each cache
-    // hint, 256 and 512 threads. (Not fused_recompute: it has not run on a GPU yet, and tuning
-    // picks by time alone.)
-    for (const int unroll : {1, 2})
-      for (const int hint : {0, 1, 2})
-        for (const int threads : {256, 512}) {
-          RmsNormConfig c = make_config(threads, 1, 0, false);
-          c.grid = RmsGrid::all;
-          c.streaming_unroll = unroll;
-          c.cache_hint = hint;
-          add(c);
-        }
+    // hint, 256 and 512 threads; fused, also recomputing the sum in pass 2.
+    for (const bool recompute : {false, true})
+      for (const int unroll : {1, 2})
+        for (const int hint : {0, 1, 2, 3})
+          for (const int threads : {256, 512}) {
+            if (recompute && !fused) continue;
+            RmsNormConfig c = make_config(threads, 1, 0, false);
+            c.grid = RmsGrid::all;
+            c.streaming_unroll = unroll;
+            c.cache_hint = hint;
+            c.fused_recompute = recompute;
+            add(c);
+          }
     // The variants: the default with the other grids; each variant kernel with the fewest threads
     // per row that hold the row (blocks of at least 128 threads), pipelined ones also on the
     // balanced grid, unhinted single-row ones also with a block per row group.

@@ -63,7 +63,7 @@ struct RmsNormConfig {
   /// Register-resident kernels: 0: x and the residual read with ld.global.cs, plain stores;
   /// 1: x and the residual read with ld.global.nc.L1::no_allocate and an L2 evict_first policy;
   /// 2: as 1, and y and the residual stored with st.global.cs (evict-first).
-  /// The lean streaming kernels (streaming_unroll 1 or 2) take 0, 1 or 2; 1: what pass 2 re-reads
+  /// The lean streaming kernels (streaming_unroll 1 or 2) take 0 to 3; 1: what pass 2 re-reads
   /// (plain: x; fused: the residual it wrote) gets an L2 evict_last policy in pass 1, what is read
   /// once gets evict_first, y is stored with st.global.cs, and no hinted access allocates in L1;
   /// 2: as 1, but y is stored plainly and the weight is read with evict_last; 3 (lean kernels
@@ -92,10 +92,11 @@ struct RmsNormConfig {
   /// fused default for many rows of 8 KB and more, and in every tuning space of rows over 2 KB.
   int streaming_unroll = 0;
   /// Lean streaming kernels (streaming_unroll 1 or 2) of fused launches only: pass 1 reads x and
-  /// the residual and writes nothing; pass 2 reads both again (from L2), adds them again and writes
-  /// the residual and y, as torch.compile's kernels do. false: pass 1 writes the residual, which
-  /// pass 2 re-reads. A plain launch with it raises SignatureError. Opt-in only: not run on a GPU
-  /// yet, so in no default and no tuning space.
+  /// the residual and writes nothing; pass 2 reads both again (from L1 or L2), adds them again and
+  /// writes the residual and y, as torch.compile's kernels do. false: pass 1 writes the residual,
+  /// which pass 2 re-reads. A plain launch with it raises SignatureError. In the fused tuning
+  /// spaces, in no default: slower than writing the residual in pass 1 on every shape measured on
+  /// the H200 (docs/perf/2026-12-01-h200-norm-flush-triton.md).
   bool fused_recompute = false;
 
   int threads_per_row() const { return rows_per_block > 0 ? threads / rows_per_block : 0; }
