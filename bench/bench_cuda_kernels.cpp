@@ -17,6 +17,9 @@
 //   TILEOPS_BENCH_LEAN=1    also time the lean streaming RMSNorm kernels (streaming_unroll 1 and
 //                           2, cache_hint 0 to 3): 256 and 512 threads, persistent grid and a
 //                           block per row; fused, also with fused_recompute (a block per row)
+//   TILEOPS_BENCH_REREAD=1  also time the re-reading RMSNorm kernel (reread) in each (threads,
+//                           vecs_per_thread) that makes the case's row exactly, a block per row
+//                           and a persistent grid
 //   TILEOPS_BENCH_FLUSH=... "memset" (default), "memset+read" (then also read 128 MB of the
 //                           flush buffer back to the host, so that no dirty flush lines are left in
 //                           L2 to be written back during the timed kernel), "kernel" (the buffer
@@ -397,7 +400,28 @@ std::vector<ck::RmsNormConfig> lean_configs(bool fused) {
   return out;
 }
 
-void register_all(bool tune, bool staged, bool lean) {
+// The re-reading configurations (RmsNormConfig::reread) that serve the case: each (threads,
+// vecs_per_thread) whose vectors make the row exactly, a block per row and a persistent grid.
+std::vector<ck::RmsNormConfig> reread_configs(const RmsCase& c) {
+  std::vector<ck::RmsNormConfig> out;
+  const int64_t vec = 16 / static_cast<int64_t>(tileops::element_size(c.dtype));
+  for (const int threads : {256, 512, 1024})
+    for (const int nv : {1, 2, 4}) {
+      if (int64_t{threads} * nv * vec != c.cols || (c.fused && nv == 4)) continue;
+      for (const auto grid : {ck::RmsGrid::all, ck::RmsGrid::persistent}) {
+        ck::RmsNormConfig cfg;
+        cfg.threads = threads;
+        cfg.rows_per_block = 1;
+        cfg.vecs_per_thread = nv;
+        cfg.grid = grid;
+        cfg.reread = true;
+        out.push_back(cfg);
+      }
+    }
+  return out;
+}
+
+void register_all(bool tune, bool staged, bool lean, bool reread) {
   int device = 0;
   cudaGetDevice(&device);
   // Copies of the byte counts of the cases below (bf16 [2048, 16384] read + write: 134 MB;
@@ -441,6 +465,11 @@ void register_all(bool tune, bool staged, bool lean) {
         finish(benchmark::RegisterBenchmark((rms_name(c) + "/" + cfg.str()).c_str(), bench_rms, c,
                                             std::optional<ck::RmsNormConfig>{cfg}));
     }
+    if (reread) {
+      for (const auto& cfg : reread_configs(c))
+        finish(benchmark::RegisterBenchmark((rms_name(c) + "/" + cfg.str()).c_str(), bench_rms, c,
+                                            std::optional<ck::RmsNormConfig>{cfg}));
+    }
     if (!tune) continue;
     for (const auto& cfg : ck::rms_norm_tuning_space(c.rows, c.cols, c.dtype, c.fused, device))
       finish(benchmark::RegisterBenchmark((rms_name(c) + "/" + cfg.str()).c_str(), bench_rms, c,
@@ -479,8 +508,8 @@ int main(int argc, char** argv) {
     const char* v = std::getenv(name);
     return v != nullptr && v[0] != '\0' && v[0] != '0';
   };
-  register_all(flag("TILEOPS_BENCH_TUNE"), flag("TILEOPS_BENCH_STAGED"),
-               flag("TILEOPS_BENCH_LEAN"));
+  register_all(flag("TILEOPS_BENCH_TUNE"), flag("TILEOPS_BENCH_STAGED"), flag("TILEOPS_BENCH_LEAN"),
+               flag("TILEOPS_BENCH_REREAD"));
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

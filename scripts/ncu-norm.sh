@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Kernel durations by Nsight Compute, side by side: our RMSNorm kernels (bench_cuda_kernels, the
 # default configuration of each case; TILEOPS_BENCH_STAGED=1 adds the staged configurations,
-# TILEOPS_BENCH_LEAN=1 the lean streaming ones) and torch.compile's kernels of the same workloads
-# (bench/profile_norm_peers.py), under one method:
+# TILEOPS_BENCH_LEAN=1 the lean streaming ones, TILEOPS_BENCH_REREAD=1 the re-reading ones) and
+# torch.compile's kernels of the same workloads (bench/profile_norm_peers.py), under one method:
 # ncu's duration of one launch with its own cache control (caches flushed before each profiled
 # launch), clocks not locked. Prints one line per profiled launch (kernel, grid, block, registers,
 # duration, DRAM bytes, achieved warp occupancy, L2 and L1 hit rates); torch.compile's kernels are
@@ -26,9 +26,10 @@ metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum
 metrics+=,launch__registers_per_thread,launch__grid_size,launch__block_size
 metrics+=,sm__warps_active.avg.pct_of_peak_sustained_active,lts__t_sector_hit_rate.pct
 metrics+=,l1tex__t_sector_hit_rate.pct
-filter="${NCU_NORM_FILTER:-^(fused_add_)?rms_norm/(bf16|fp32|fp16)/(1x4096|64x8192|2048x4096|2048x8192|2048x16384)(/threads=[^/]*(staged|streaming_unroll)[^/]*)?/iter}"
+filter="${NCU_NORM_FILTER:-^(fused_add_)?rms_norm/(bf16|fp32|fp16)/(1x4096|64x8192|2048x4096|2048x8192|2048x16384)(/threads=[^/]*(staged|streaming_unroll|reread)[^/]*)?/iter}"
 # bench_cuda_kernels with one repetition launches each case twice (warm-up, timed): both profiled.
 TILEOPS_BENCH_STAGED="${TILEOPS_BENCH_STAGED:-0}" TILEOPS_BENCH_LEAN="${TILEOPS_BENCH_LEAN:-0}" \
+  TILEOPS_BENCH_REREAD="${TILEOPS_BENCH_REREAD:-0}" \
   TILEOPS_BENCH_REPS=1 timeout 240 ncu --clock-control none -k regex:rms \
   --csv --print-units base --page raw --metrics "$metrics" "$build/bench/bench_cuda_kernels" \
   --benchmark_filter="$filter" > "$logs/ours.csv" 2> "$logs/ours.err"

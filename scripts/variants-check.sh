@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Kernel-variant check for an H200: builds with CUDA, runs the GPU tests of the RMSNorm and grouped
 # GEMM kernels (every configuration of their tuning spaces; the staged RMSNorm kernel first, alone,
-# with a short limit, then the opt-in lean streaming kernels), then times every RMSNorm
+# with a short limit, then the opt-in re-reading and lean streaming kernels), then times every RMSNorm
 # configuration (the staged and lean ones too when their tests passed) on the bf16 [2048, 4096],
 # [2048, 8192] and [2048, 16384] shapes (plain and fused, with copies of the same bytes) and the
 # grouped GEMM configurations on the two large MoE shapes (VARIANTS_CHECK_GEMM=0 skips them).
@@ -33,8 +33,15 @@ timeout 120 "$build/tests/tileops_gpu_tests" --gtest_filter='RmsNormKernels.Stre
 lean_rc=$?
 echo "lean streaming tests rc=$lean_rc"
 grep -E "^\[  (PASSED|FAILED) |Failure|OK \]" "$logs/lean-tests.log" | head -10
+# The re-reading kernel (RmsNormConfig::reread, opt-in): its bench configurations only if its
+# tests passed.
+timeout 120 "$build/tests/tileops_gpu_tests" --gtest_filter='RmsNormKernels.Reread' \
+  > "$logs/reread-tests.log" 2>&1
+reread_rc=$?
+echo "reread tests rc=$reread_rc"
+grep -E "^\[  (PASSED|FAILED) |Failure|OK \]" "$logs/reread-tests.log" | head -10
 timeout 200 "$build/tests/tileops_gpu_tests" \
-  --gtest_filter='RmsNormKernels.*:MoeGroupedGemm.*:-RmsNormKernels.Staged*:RmsNormKernels.StreamingUnroll' \
+  --gtest_filter='RmsNormKernels.*:MoeGroupedGemm.*:-RmsNormKernels.Staged*:RmsNormKernels.StreamingUnroll:RmsNormKernels.Reread' \
   > "$logs/tests.log" 2>&1
 echo "tests rc=$?"
 grep -E "^\[  (PASSED|FAILED) |Failure|OK \]" "$logs/tests.log" | head -30
@@ -42,7 +49,10 @@ staged_bench=0
 ((staged_rc == 0)) && staged_bench=1
 lean_bench=0
 ((lean_rc == 0)) && lean_bench=1
-TILEOPS_BENCH_STAGED=$staged_bench TILEOPS_BENCH_LEAN=$lean_bench TILEOPS_BENCH_TUNE=1 TILEOPS_BENCH_REPS=31 timeout 150 \
+reread_bench=0
+((reread_rc == 0)) && reread_bench=1
+TILEOPS_BENCH_STAGED=$staged_bench TILEOPS_BENCH_LEAN=$lean_bench TILEOPS_BENCH_REREAD=$reread_bench \
+  TILEOPS_BENCH_TUNE=1 TILEOPS_BENCH_REPS=31 timeout 150 \
   "$build/bench/bench_cuda_kernels" \
   --benchmark_filter='rms_norm/bf16/2048x(4096|8192|16384)|^copy/(33554432|67108864|134217728|268435456)/' \
   > "$logs/rms.log" 2>&1

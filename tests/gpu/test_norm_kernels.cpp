@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -171,15 +172,9 @@ class RmsRunner {
     }
   }
 
-  // Uploads fresh inputs, poisons the output, launches with `config` (default config when
-  // nullopt), and checks y (and the residual).
-  void run_and_check(const std::optional<RmsNormConfig>& config) {
+  // The launch arguments on the prepared buffers.
+  RmsNormArgs args() const {
     const size_t es = tileops::element_size(p_.dtype);
-    CUDA_OK(cudaMemcpy(dx_->ptr, x_->bytes.data(), x_->bytes.size(), cudaMemcpyHostToDevice));
-    if (p_.fused)
-      CUDA_OK(cudaMemcpy(dr_->ptr, r_->bytes.data(), r_->bytes.size(), cudaMemcpyHostToDevice));
-    if (!p_.in_place) CUDA_OK(cudaMemset(dy_->ptr, 0xFF, dy_->bytes));  // NaN poison
-
     RmsNormArgs a;
     a.x = dx_->at(static_cast<size_t>(p_.x_offset) * es);
     a.x_row_stride = p_.x_stride;
@@ -193,6 +188,22 @@ class RmsRunner {
     a.cols = p_.cols;
     a.eps = p_.eps;
     a.dtype = p_.dtype;
+    return a;
+  }
+
+  // Launches `config` on the prepared buffers, as they are (exceptions propagate).
+  void launch(const RmsNormConfig& config) const { launch_rms_norm(args(), config, nullptr); }
+
+  // Uploads fresh inputs, poisons the output, launches with `config` (default config when
+  // nullopt), and checks y (and the residual).
+  void run_and_check(const std::optional<RmsNormConfig>& config) {
+    const size_t es = tileops::element_size(p_.dtype);
+    CUDA_OK(cudaMemcpy(dx_->ptr, x_->bytes.data(), x_->bytes.size(), cudaMemcpyHostToDevice));
+    if (p_.fused)
+      CUDA_OK(cudaMemcpy(dr_->ptr, r_->bytes.data(), r_->bytes.size(), cudaMemcpyHostToDevice));
+    if (!p_.in_place) CUDA_OK(cudaMemset(dy_->ptr, 0xFF, dy_->bytes));  // NaN poison
+
+    const RmsNormArgs a = args();
     // No configuration: the default, or the fallback where a staged default refuses the
     // arguments (what the op's kernel does).
     RmsNormConfig cfg =
@@ -603,6 +614,33 @@ TEST(RmsNormKernels, EmptyAndInvalid) {
   bad.fused_recompute = true;
   expect_signature_error([&] { launch_rms_norm(a, bad, nullptr); },
                          "fused_recompute needs a fused launch");
+  // reread: its own shapes only, rows of exactly threads x vecs_per_thread vectors (a: bf16 rows
+  // of 4096 = 512 threads x 1 vector), at most 2 vectors a thread when fused (a has no residual
+  // here; the fused refusal is checked in RmsNormKernels.Reread).
+  RmsNormConfig reread = make_streaming(512);
+  reread.vecs_per_thread = 1;
+  reread.reread = true;
+  EXPECT_NE(reread.str().find(",reread=true"), std::string::npos) << reread.str();
+  EXPECT_EQ(make_streaming(512).str().find("reread"), std::string::npos);
+  for (const auto& change : std::vector<std::function<void(RmsNormConfig&)> >{
+           [](RmsNormConfig& c) { c.vecs_per_thread = 0; },
+           [](RmsNormConfig& c) { c.vecs_per_thread = 8; },
+           [](RmsNormConfig& c) { c.threads = 384; },
+           [](RmsNormConfig& c) { c.rows_per_block = 2; },
+           [](RmsNormConfig& c) { c.weight_in_registers = true; },
+           [](RmsNormConfig& c) { c.rows_in_flight = 2; },
+           [](RmsNormConfig& c) { c.cache_hint = 1; },
+           [](RmsNormConfig& c) { c.streaming_unroll = 1; }}) {
+    bad = reread;
+    change(bad);
+    expect_signature_error([&] { launch_rms_norm(a, bad, nullptr); },
+                           "reread takes vecs_per_thread 1, 2 or 4, rows_per_block 1");
+  }
+  bad = reread;
+  bad.threads = 256;
+  expect_signature_error(
+      [&] { launch_rms_norm(a, bad, nullptr); },
+      "reread needs rows of exactly threads x vecs_per_thread 16-byte vectors (2048 elements)");
   a.dtype = DType::int32;
   EXPECT_THROW(launch_rms_norm(a, def, nullptr), tileops::SignatureError);
   EXPECT_THROW(rms_norm_default_config(16, 64, DType::int8, false, 0), tileops::SignatureError);
@@ -672,6 +710,47 @@ TEST(RmsNormKernels, StreamingUnroll) {
       for (const StridedCase& k : cases)
         ASSERT_NO_FATAL_FAILURE(
             check_problem(k.problem(dtype, fused, ++seed), fused ? fused_configs : configs));
+}
+
+// The re-reading kernel (reread): every (threads, vecs_per_thread) it has, plain and fused, each on
+// rows of exactly threads x vecs_per_thread vectors, on a persistent grid of one block a
+// multiprocessor (blocks loop over rows) and with a block per row; contiguous and strided rows,
+// y == x, and an unaligned x (which takes the scalar path). Fused with 4 vectors is refused.
+TEST(RmsNormKernels, Reread) {
+  SKIP_WITHOUT_GPU();
+  uint64_t seed = 3100;
+  for (const DType dtype : kDtypes)
+    for (const bool fused : {false, true})
+      for (const int threads : {256, 512, 1024})
+        for (const int nv : {1, 2, 4}) {
+          const int64_t cols =
+              int64_t{threads} * nv * (16 / static_cast<int64_t>(tileops::element_size(dtype)));
+          RmsNormConfig c = make_streaming(threads);
+          c.vecs_per_thread = nv;
+          c.reread = true;
+          if (fused && nv == 4) {
+            RmsProblem p = StridedCase{4, cols, 0, 0, 0, 0, false}.problem(dtype, true, ++seed);
+            RmsRunner runner(p);
+            ASSERT_NO_FATAL_FAILURE(runner.prepare());
+            expect_signature_error([&] { runner.launch(c); },
+                                   "reread with a residual takes vecs_per_thread 1 or 2");
+            continue;
+          }
+          std::vector<std::optional<RmsNormConfig> > configs;
+          c.grid = tileops::cuda_kernels::RmsGrid::persistent;
+          c.blocks_per_sm = 1;
+          configs.emplace_back(c);
+          c.grid = tileops::cuda_kernels::RmsGrid::all;
+          c.blocks_per_sm = 0;
+          configs.emplace_back(c);
+          const StridedCase cases[] = {{300, cols, 0, 0, 0, 0, false},
+                                       {37, cols, cols + 8, cols + 16, cols + 24, 0, false},
+                                       {37, cols, cols + 8, cols + 8, 0, 0, true},
+                                       {1, cols, 0, 0, 0, 0, false},
+                                       {5, cols, 0, 0, 0, 1, false}};
+          for (const StridedCase& k : cases)
+            ASSERT_NO_FATAL_FAILURE(check_problem(k.problem(dtype, fused, ++seed), configs));
+        }
 }
 
 // The shared-memory-staged kernel (staged_rows = D; sm_90 only) with D = 2, 4 and the most that

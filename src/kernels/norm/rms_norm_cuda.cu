@@ -14,9 +14,14 @@
 // - staged (sm_90): a persistent block streams its rows through a ring of shared-memory stages
 //   filled by 1D TMA bulk copies; the plain default for many rows of 16 KB and more (see
 //   rms_norm_default_config), refused for unaligned arguments (rms_norm_staged_refusal).
+// - re-reading (rms_norm_reread_cuda.cu): a row per block, threads and vectors per thread fixed
+//   at compile time, all of pass 1's loads in flight at 32 registers, pass 2 from L1 (opt-in).
 // A row is handled by threads_per_row threads (8, 16, 32 or a multiple of 32); a block holds
 // threads / threads_per_row rows at once.
 #include "kernels/norm/rms_norm_cuda.h"
+
+#include "kernels/norm/rms_norm_device.cuh"
+#include "kernels/norm/rms_norm_reread.cuh"
 
 #include "kernels/cuda_mbarrier.cuh"
 #include "kernels/cuda_vectors.cuh"
@@ -42,110 +47,8 @@
 namespace tileops::cuda_kernels {
 namespace {
 
-// Device helpers (vector loads and conversions: kernels/cuda_vectors.cuh).
-using vec::load_nc;
-using vec::load_once;
-using vec::pack;
-using vec::Raw;
-using vec::unpack;
-
-// Plain (weak, coherent for the thread) global load: y may alias x, a thread may re-read what it
-// wrote.
-template <typename T, int N>
-__device__ __forceinline__ Raw<T, N> load_global(const T* p) {
-  return *reinterpret_cast<const Raw<T, N>*>(p);
-}
-
-// Brings a line of the weight into L1 ahead of its use; no register is held.
-__device__ __forceinline__ void prefetch_l1(const void* p) {
-  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
-}
-
-// A plain store (a 16-byte vector: one STG.E.128; checked in the SASS of every instantiation).
-template <typename T, int N>
-__device__ __forceinline__ void store(T* p, const Raw<T, N>& v) {
-  *reinterpret_cast<Raw<T, N>*>(p) = v;
-}
-
-template <typename T>
-__device__ __forceinline__ float scalar_global(const T* p) {
-  float f[1];
-  unpack<T, 1>(load_global<T, 1>(p), f);
-  return f[0];
-}
-
-template <typename T>
-__device__ __forceinline__ float scalar_once(const T* p) {
-  float f[1];
-  unpack<T, 1>(load_once<T, 1>(p), f);
-  return f[0];
-}
-
-template <typename T>
-__device__ __forceinline__ float scalar_nc(const T* p) {
-  float f[1];
-  unpack<T, 1>(load_nc<T, 1>(p), f);
-  return f[0];
-}
-
-template <typename T>
-__device__ __forceinline__ T round_to(float v) {
-  if constexpr (std::is_same_v<T, float>) {
-    return v;
-  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return __float2bfloat16_rn(v);
-  } else {
-    return __float2half_rn(v);
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ float to_float(T v) {
-  if constexpr (std::is_same_v<T, float>) {
-    return v;
-  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return __bfloat162float(v);
-  } else {
-    return __half2float(v);
-  }
-}
-
-// Sum of v over the tpr threads of one row group (tpr: 8, 16, 32 or a multiple of 32; groups are
-// consecutive threads; first_warp: the group's first warp). Every thread of the block must call
-// it (it may hold a barrier); every thread of a group gets the same value. `red` holds at least
-// blockDim.x / 32 floats and must not be written again before the next barrier (the caller
-// alternates two buffers).
-__device__ __forceinline__ float group_sum(float v, int tpr, int first_warp, float* red) {
-  if (tpr < 32) {
-    for (int o = tpr >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-  }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  if (tpr == 32) return v;
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
-  __syncthreads();
-  const int warps_per_row = tpr >> 5;
-  float s = 0.f;
-  for (int i = 0; i < warps_per_row; ++i) s += red[first_warp + i];
-  return s;
-}
-
-struct RmsParams {
-  const void* x;
-  void* residual;
-  const void* weight;
-  void* y;
-  int64_t x_stride;
-  int64_t residual_stride;
-  int64_t y_stride;
-  int64_t rows;
-  int cols;
-  int tpr;  // threads per row
-  int rows_per_block;
-  float eps;
-  float inv_cols;
-};
+// Device helpers, cache policies, RmsParams and KernelFn: rms_norm_device.cuh.
+using namespace rms;  // NOLINT(google-build-using-namespace): this file's own internals
 
 // ---------------------------------------------------------------------------------------------
 // Register-resident kernel: rows of up to tpr * NV vectors (+ a tail of < VEC elements).
@@ -304,62 +207,6 @@ constexpr int v2_max_threads(int nv, bool fused, bool weight_in_regs, int pipe) 
   return v2_data_regs(nv, fused, weight_in_regs, pipe) <= 24   ? 1024
          : v2_data_regs(nv, fused, weight_in_regs, pipe) <= 72 ? 512
                                                                : 256;
-}
-
-__device__ __forceinline__ uint64_t l2_evict_first_policy() {
-  uint64_t pol;
-  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-  return pol;
-}
-
-__device__ __forceinline__ uint64_t l2_evict_last_policy() {
-  uint64_t pol;
-  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
-  return pol;
-}
-
-// What a 16-byte load with an L2 cache policy does in L1.
-enum class L1Path {
-  coherent_skip,  // ld.global.L1::no_allocate: a thread may re-read what it wrote, y may alias x
-  coherent_keep,  // ld.global.L1::evict_last: as coherent_skip, but kept in L1 for a re-read
-  coherent_drop,  // ld.global.L1::evict_first: as coherent_skip, allocated in L1 but first to go
-  readonly_skip,  // ld.global.nc.L1::no_allocate: data of the launch that nobody writes, read once
-  readonly,       // ld.global.nc: data that nobody writes, read again by other rows (the weight)
-};
-
-#define TILEOPS_LD16_L2_POLICY(QUALIFIERS)                                                 \
-  asm volatile("ld.global" QUALIFIERS ".L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;" \
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)                                \
-               : "l"(p), "l"(pol))
-
-// A 16-byte load whose L2 line gets the priority `pol` (a createpolicy result).
-template <L1Path kPath, typename T, int VEC>
-__device__ __forceinline__ Raw<T, VEC> load_l2_policy(const T* p, uint64_t pol) {
-  static_assert(sizeof(Raw<T, VEC>) == 16);
-  uint4 v;
-  if constexpr (kPath == L1Path::coherent_skip) {
-    TILEOPS_LD16_L2_POLICY(".L1::no_allocate");
-  } else if constexpr (kPath == L1Path::coherent_keep) {
-    TILEOPS_LD16_L2_POLICY(".L1::evict_last");
-  } else if constexpr (kPath == L1Path::coherent_drop) {
-    TILEOPS_LD16_L2_POLICY(".L1::evict_first");
-  } else if constexpr (kPath == L1Path::readonly_skip) {
-    TILEOPS_LD16_L2_POLICY(".nc.L1::no_allocate");
-  } else {
-    TILEOPS_LD16_L2_POLICY(".nc");
-  }
-  return v;
-}
-
-#undef TILEOPS_LD16_L2_POLICY
-
-// A 16-byte store whose L2 line gets the priority `pol`; ordered before every later load.
-template <typename T, int VEC>
-__device__ __forceinline__ void store_l2_policy(T* p, const Raw<T, VEC>& v, uint64_t pol) {
-  static_assert(sizeof(Raw<T, VEC>) == 16);
-  asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(p), "r"(v.x),
-               "r"(v.y), "r"(v.z), "r"(v.w), "l"(pol)
-               : "memory");
 }
 
 template <typename T, int VEC, int HINT>
@@ -1001,8 +848,6 @@ __global__ void __launch_bounds__(1024)
 // ---------------------------------------------------------------------------------------------
 // Host side.
 
-using KernelFn = void (*)(RmsParams);
-
 template <typename T, bool kFused>
 KernelFn resident_kernel(int nv, bool weight_in_regs) {
   switch (nv * 2 + (weight_in_regs ? 1 : 0)) {
@@ -1035,6 +880,7 @@ struct KernelKey {
   int hint = 0;
   int unroll = 0;
   bool recompute = false;
+  bool reread = false;
   bool variant() const { return nv == 16 || pipe != 1 || cluster != 1 || hint != 0; }
 };
 
@@ -1047,6 +893,7 @@ KernelKey kernel_key(const RmsNormConfig& c) {
   k.hint = c.cache_hint;
   k.unroll = c.streaming_unroll;
   k.recompute = c.fused_recompute;
+  k.reread = c.reread;
   return k;
 }
 
@@ -1157,6 +1004,7 @@ KernelFn pick_kernel(DType dtype, bool fused, bool vector_path, const KernelKey&
 // tuning space serves plain and fused launches alike).
 int kernel_max_threads(const KernelKey& k) {
   if (k.nv == 0) return kStreamingMaxThreads;
+  if (k.reread) return 1024;
   if (k.variant()) return v2_max_threads(k.nv, true, k.weight_in_regs, k.pipe);
   return resident_max_threads(k.nv, k.weight_in_regs);
 }
@@ -1276,9 +1124,10 @@ std::string check_staged_config(const RmsNormConfig& c, DType dtype, int64_t col
   if (c.vec_bytes != 16) return "the staged kernel takes vec_bytes 16";
   if (c.vecs_per_thread != 0 || c.weight_in_registers || c.rows_in_flight != 1 ||
       c.cluster_size != 1 || (c.cache_hint != 0 && c.cache_hint != 1) || c.streaming_unroll != 0 ||
-      c.fused_recompute)
+      c.fused_recompute || c.reread)
     return "the staged kernel takes vecs_per_thread 0, weight_in_registers false, rows_in_flight "
-           "1, cluster_size 1, cache_hint 0 or 1, streaming_unroll 0 and fused_recompute false";
+           "1, cluster_size 1, cache_hint 0 or 1, streaming_unroll 0, fused_recompute false and "
+           "reread false";
   if (c.grid != RmsGrid::persistent && c.grid != RmsGrid::balanced)
     return "the staged kernel takes grid persistent or balanced (a block per row stages nothing)";
   if (c.blocks_per_sm < 0) return "blocks_per_sm must be >= 0";
@@ -1313,6 +1162,18 @@ std::string check_config(const RmsNormConfig& c, DType dtype, int64_t cols) {
   if (c.rows_in_flight != 1 && c.rows_in_flight != 2) return "rows_in_flight must be 1 or 2";
   if (c.cluster_size != 1 && c.cluster_size != 2) return "cluster_size must be 1 or 2";
   if (c.cache_hint < 0 || c.cache_hint > 3) return "cache_hint must be 0, 1, 2 or 3";
+  if (c.reread) {
+    if (!(nv == 1 || nv == 2 || nv == 4) || c.rows_per_block != 1 || c.vec_bytes != 16 ||
+        !(c.threads == 256 || c.threads == 512 || c.threads == 1024) || c.weight_in_registers ||
+        c.rows_in_flight != 1 || c.cluster_size != 1 || c.cache_hint != 0 ||
+        c.streaming_unroll != 0 || c.fused_recompute)
+      return "reread takes vecs_per_thread 1, 2 or 4, rows_per_block 1, vec_bytes 16, threads 256, "
+             "512 or 1024, and weight_in_registers false, rows_in_flight 1, cluster_size 1, "
+             "cache_hint 0, streaming_unroll 0 and fused_recompute false";
+    if (cols != static_cast<int64_t>(c.threads) * nv * (16 / es))
+      return "reread needs rows of exactly threads x vecs_per_thread 16-byte vectors (" +
+             std::to_string(static_cast<int64_t>(c.threads) * nv * (16 / es)) + " elements)";
+  }
   if (c.cache_hint == 3 && c.streaming_unroll != 1 && c.streaming_unroll != 2)
     return "cache_hint 3 needs a lean streaming kernel (streaming_unroll 1 or 2)";
   if (!(c.streaming_unroll == 0 || c.streaming_unroll == 1 || c.streaming_unroll == 2 ||
@@ -1467,6 +1328,7 @@ std::string RmsNormConfig::str() const {
   if (staged_rows != 0) extra += ",staged_rows=" + std::to_string(staged_rows);
   if (streaming_unroll != 0) extra += ",streaming_unroll=" + std::to_string(streaming_unroll);
   if (fused_recompute) extra += ",fused_recompute=true";
+  if (reread) extra += ",reread=true";
   return "threads=" + std::to_string(threads) +
          ",rows_per_block=" + std::to_string(rows_per_block) +
          ",vec_bytes=" + std::to_string(vec_bytes) +
@@ -1718,6 +1580,10 @@ void launch_rms_norm(const RmsNormArgs& a, const RmsNormConfig& config, void* st
   if (config.fused_recompute && a.residual == nullptr)
     throw SignatureError("rms_norm (CUDA): config {" + config.str() +
                          "}: fused_recompute needs a fused launch (a residual)");
+  if (config.reread && config.vecs_per_thread == 4 && a.residual != nullptr)
+    throw SignatureError("rms_norm (CUDA): config {" + config.str() +
+                         "}: reread with a residual takes vecs_per_thread 1 or 2 (4 vectors of x "
+                         "and 4 of the residual do not fit 32 registers)");
   if (a.rows == 0 || a.cols == 0) return;
   const bool fused = a.residual != nullptr;
   if (a.x == nullptr || a.weight == nullptr || a.y == nullptr)
@@ -1752,7 +1618,8 @@ void launch_rms_norm(const RmsNormArgs& a, const RmsNormConfig& config, void* st
   }
   const int threads = tpr * rows_per_block;
   const int cluster = key.cluster;
-  const KernelFn fn = pick_kernel(dtype, fused, vector_path, key);
+  const KernelFn fn = key.reread ? reread_kernel(dtype, fused, threads, key.nv)
+                                 : pick_kernel(dtype, fused, vector_path, key);
   if (fn == nullptr) throw SignatureError("rms_norm (CUDA): no kernel for {" + config.str() + "}");
 
   int device = 0;

@@ -98,6 +98,16 @@ struct RmsNormConfig {
   /// spaces, in no default: slower than writing the residual in pass 1 on every shape measured on
   /// the H200 (docs/perf/2026-12-01-h200-norm-flush-triton.md).
   bool fused_recompute = false;
+  /// Register-resident shapes only: the re-reading kernel, torch.compile's shape for rows of a
+  /// fixed length. threads (256, 512 or 1024) and vecs_per_thread (1, 2 or 4; fused: 1 or 2) are
+  /// fixed at compile time and a row must be exactly threads x vecs_per_thread 16-byte vectors;
+  /// rows_per_block 1, and the other register-resident fields at their neutral values
+  /// (weight_in_registers false, rows_in_flight 1, cluster_size 1, cache_hint 0). Pass 1 issues all
+  /// of a thread's loads of x (fused: and of the residual) at once and keeps none of them; pass 2
+  /// reads them again (from L1 while the rows of the resident blocks fit there) and writes y
+  /// (fused: and the residual). At most 32 registers a thread: 2048 / threads blocks a
+  /// multiprocessor. Opt-in only: not run on a GPU yet, so in no default and no tuning space.
+  bool reread = false;
 
   int threads_per_row() const { return rows_per_block > 0 ? threads / rows_per_block : 0; }
   std::string str() const;
