@@ -3,9 +3,9 @@
 (bench/peers.py's CSV), one row per case, in µs; the last column names the fastest, "ours" only
 where we are faster than every peer timed after the same kind of flush.
 
-Our runs are labelled by their flush ("memset" or "kernel"); peers.py's "fill" flush is a kernel
-and its "@memset" columns were timed after cudaMemsetAsync, so "ours (kernel)" is compared with
-the plain peer columns and "ours (memset)" with the "@memset" ones.
+Columns are labelled by the flush before the timed call: "memset" (cudaMemsetAsync) or "kernel"
+(our fill kernel; peers.py's fill_, a kernel too). Each "fastest" column compares ours with the
+peers timed after the same kind of flush.
 
 Usage: python3 bench/compare.py --ours bench.json [--ours bench-kernel.json] --peers peers.csv
 """
@@ -28,12 +28,25 @@ def load_ours(paths):
     return ours
 
 
+# peers.py's flush names against ours: its fill_ is a kernel.
+OUR_FLUSH = {"fill": "kernel", "memset": "memset"}
+
+
 def load_peers(path):
-    peers = {}  # (op, case) -> {peer: median_us}
+    """(op, case) -> {(peer, our flush name): median_us}. The CSV's header says which flushes
+    peers.py ran ("flush=fill,memset"): plain peer names are after the first, "<peer>@<flush>"
+    after the others (runs before that header line: fill)."""
+    peers = {}
+    first = "fill"
     with open(path) as f:
-        rows = [line for line in f if not line.startswith("#")]
-    for r in csv.DictReader(rows):
-        peers.setdefault((r["op"], r["case"]), {})[r["peer"]] = float(r["median_us"])
+        lines = f.readlines()
+    for line in lines:
+        if line.startswith("#") and "flush=" in line:
+            first = line.split("flush=")[1].split()[0].split(",")[0]
+    for r in csv.DictReader(line for line in lines if not line.startswith("#")):
+        name, _, flush = r["peer"].partition("@")
+        peers.setdefault((r["op"], r["case"]), {})[(name, OUR_FLUSH[flush or first])] = float(
+            r["median_us"])
     return peers
 
 
@@ -44,30 +57,29 @@ def main():
     args = ap.parse_args()
     ours = load_ours(args.ours)
     peers = load_peers(args.peers)
-    flushes = sorted({f for v in ours.values() for f in v})
+    flushes = sorted({f for v in ours.values() for f in v} | {f for v in peers.values() for _, f in v})
     names = []
     for v in peers.values():
-        for p in v:
-            if p != "torch-eager" and p not in names:
-                names.append(p)
-    head = [f"ours ({f})" for f in flushes] + names + ["fastest (kernel flush)", "fastest (memset)"]
+        for name, _ in v:
+            if name != "torch-eager" and name not in names:
+                names.append(name)
+    columns = [(n, f) for f in flushes for n in names]
+    head = [f"ours ({f})" for f in flushes] + [f"{n} ({f})" for n, f in columns]
+    head += [f"fastest ({f})" for f in flushes]
     print("| op | case | " + " | ".join(head) + " |")
     print("|" + "---|" * (len(head) + 2))
     for key in sorted(set(ours) | set(peers)):
         mine = ours.get(key, {})
         theirs = peers.get(key, {})
         cells = [f"{mine[f]:.2f}" if f in mine else "-" for f in flushes]
-        cells += [f"{theirs[p]:.2f}" if p in theirs else "-" for p in names]
-
-        def fastest(our_flush, suffix):
-            group = {p: t for p, t in theirs.items()
-                     if p != "torch-eager" and (p.endswith(suffix) if suffix else "@" not in p)}
-            if our_flush not in mine or not group:
-                return "-"
+        cells += [f"{theirs[c]:.2f}" if c in theirs else "-" for c in columns]
+        for f in flushes:
+            group = {n: t for (n, g), t in theirs.items() if g == f and n != "torch-eager"}
+            if f not in mine or not group:
+                cells.append("-")
+                continue
             best = min(group, key=group.get)
-            return "ours" if mine[our_flush] < group[best] else best
-
-        cells += [fastest("kernel", ""), fastest("memset", "@memset")]
+            cells.append("ours" if mine[f] < group[best] else best)
         print(f"| {key[0]} | {key[1]} | " + " | ".join(cells) + " |")
     return 0
 
