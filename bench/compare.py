@@ -7,7 +7,7 @@ Columns are labelled by the flush before the timed call: "memset" (cudaMemsetAsy
 (our fill kernel; peers.py's fill_, a kernel too). Each "fastest" column compares ours with the
 peers timed after the same kind of flush.
 
-Usage: python3 bench/compare.py --ours bench.json [--ours bench-kernel.json] --peers peers.csv
+Usage: python3 bench/compare.py --ours bench-memset.json [--ours bench-kernel.json] --peers peers.csv
 """
 import argparse
 import csv

@@ -7,10 +7,9 @@
 # Environment: TILEOPS_BUILD_DIR (default build-gpu), JOBS (default: cores), OUT (logs are written
 # there when set, else to $BUILD/gpu-check), GPU_CHECK_PEERS (0: skip bench/peers.py), GPU_CHECK_OPS
 # (the ops `tileops bench` runs; default --all), GPU_CHECK_TARGETS (what to build; default all),
-# GPU_CHECK_FLUSH (the L2 flush before each timed
-# call, ours and the peers' alike: memset (the default: cudaMemsetAsync), kernel (a kernel writes the
-# buffer; peers.py's fill_), or both (each of ours and each compiled peer timed after both)),
-# TILEOPS_WERROR (default OFF here: another compiler's new warnings must not stop a GPU check; CI
+# GPU_CHECK_FLUSH (the L2 flush before each timed call, ours and the peers' alike: memset (the
+# default: cudaMemsetAsync), kernel (a kernel writes the buffer; peers.py's fill_), or both (each of
+# ours and each compiled peer timed after both)), TILEOPS_WERROR (default OFF here: another compiler's new warnings must not stop a GPU check; CI
 # builds with -Werror). The last lines are the step summary and, when the peers ran, the table of
 # bench/compare.py (ours against the peers, case by case).
 set -uo pipefail

@@ -457,15 +457,15 @@ __device__ __forceinline__ void streaming_rows(const RmsParams& p) {
   constexpr L1Path kKeepPath = kL1 ? L1Path::coherent_keep : L1Path::coherent_skip;
   constexpr L1Path kDropPath = kL1 ? L1Path::coherent_drop : L1Path::coherent_skip;
   constexpr bool kXAgain = !kFused || kRecompute;  // pass 2 re-reads x
+  constexpr L1Path kXPath = kXAgain ? kKeepPath : kDropPath;
+  constexpr L1Path kResidualPath = kRecompute ? kKeepPath : kDropPath;
   const auto load_x = [&](const T* q) {
-    if constexpr (HINT != 0)
-      return load_l2_policy < kXAgain ? kKeepPath : kDropPath, T, VEC > (q, kXAgain ? keep : drop);
+    if constexpr (HINT != 0) return load_l2_policy<kXPath, T, VEC>(q, kXAgain ? keep : drop);
     return load_global<T, VEC>(q);
   };
   const auto load_residual = [&](const T* q) {
     if constexpr (HINT != 0)
-      return load_l2_policy < kRecompute ? kKeepPath : kDropPath, T,
-             VEC > (q, kRecompute ? keep : drop);
+      return load_l2_policy<kResidualPath, T, VEC>(q, kRecompute ? keep : drop);
     return load_global<T, VEC>(q);
   };
   const auto load_once_more = [&](const T* q) {
