@@ -9,9 +9,10 @@
 # (the ops `tileops bench` runs; default --all), GPU_CHECK_TARGETS (what to build; default all),
 # GPU_CHECK_FLUSH (the L2 flush before each timed call, ours and the peers' alike: memset (the
 # default: cudaMemsetAsync), kernel (a kernel writes the buffer; peers.py's fill_), or both (each of
-# ours and each compiled peer timed after both)), TILEOPS_WERROR (default OFF here: another compiler's new warnings must not stop a GPU check; CI
-# builds with -Werror). The last lines are the step summary and, when the peers ran, the table of
-# bench/compare.py (ours against the peers, case by case).
+# ours and each compiled peer timed after both)), TILEOPS_WERROR (default OFF here: another
+# compiler's new warnings must not stop a GPU check; CI builds with -Werror). The last lines are
+# the step summary and, when the peers ran, the table of bench/compare.py (ours against the peers,
+# case by case).
 set -uo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
