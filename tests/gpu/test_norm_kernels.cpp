@@ -883,7 +883,8 @@ TEST(RmsNormKernels, StagedInvalid) {
 }
 
 // The defaults are members of their tuning spaces (the fallback second) and every member is a
-// valid configuration; the fallback is never staged and equals an unstaged default; the default is
+// valid configuration; the fallback is never staged and equals an unstaged default; the default
+// re-reads exactly where default_reread_config says and holds the row exactly, and is otherwise
 // staged exactly on sm_90 for at least as many rows as multiprocessors, rows of at least 16 KB
 // and 2 stages for each of two blocks or 3 for one; a staged member's stages fit.
 TEST(RmsNormKernels, ConfigFunctions) {
@@ -901,10 +902,22 @@ TEST(RmsNormKernels, ConfigFunctions) {
           EXPECT_EQ(def.threads % def.rows_per_block, 0);
           EXPECT_EQ(fallback.staged_rows, 0) << where;
           const int64_t row_bytes = cols * static_cast<int64_t>(tileops::element_size(dtype));
-          // Fused, many rows of at least 8 KB: the lean streaming kernel, a block per row.
-          const bool want_lean = fused && rows >= props.sm_count && row_bytes >= 8192;
-          const bool want_staged = !fused && rows >= props.sm_count && row_bytes >= 16384 &&
-                                   props.major == 9 &&
+          // Many rows of exactly 512 (plain only), 1024 or 2048 vectors on sm_90: the re-reading
+          // kernel, the row held exactly.
+          const int64_t vec = 16 / static_cast<int64_t>(tileops::element_size(dtype));
+          const int64_t nvec = cols / vec;
+          const bool want_reread = rows >= props.sm_count && props.major == 9 && cols % vec == 0 &&
+                                   ((nvec == 512 && !fused) || nvec == 1024 || nvec == 2048);
+          EXPECT_EQ(def.reread, want_reread) << where << ": " << def.str();
+          if (want_reread) {
+            EXPECT_EQ(static_cast<int64_t>(def.threads) * def.vecs_per_thread, nvec) << where;
+            EXPECT_LE(def.vecs_per_thread, fused ? 2 : 4) << where;
+          }
+          // Else fused, many rows of at least 8 KB: the lean streaming kernel, a block per row.
+          const bool want_lean =
+              !want_reread && fused && rows >= props.sm_count && row_bytes >= 8192;
+          const bool want_staged = !want_reread && !fused && rows >= props.sm_count &&
+                                   row_bytes >= 16384 && props.major == 9 &&
                                    (rms_norm_staged_max_rows(cols, dtype, fused, 2) >= 2 ||
                                     rms_norm_staged_max_rows(cols, dtype, fused, 1) >= 3);
           EXPECT_EQ(def.staged_rows != 0, want_staged) << where << ": " << def.str();
@@ -926,6 +939,11 @@ TEST(RmsNormKernels, ConfigFunctions) {
           for (const auto& c : space) {
             EXPECT_FALSE(c.str().empty());
             EXPECT_TRUE(fused || !c.fused_recompute) << where << ": " << c.str();
+            if (c.reread) {
+              EXPECT_EQ(static_cast<int64_t>(c.threads) * c.vecs_per_thread * vec, cols)
+                  << where << ": " << c.str();
+              EXPECT_TRUE(!fused || c.vecs_per_thread <= 2) << where << ": " << c.str();
+            }
             if (c.staged_rows != 0) {
               EXPECT_LE(c.staged_rows,
                         rms_norm_staged_max_rows(cols, dtype, fused, std::max(1, c.blocks_per_sm)))

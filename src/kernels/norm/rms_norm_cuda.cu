@@ -36,6 +36,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -1362,6 +1363,36 @@ RmsNormConfig make_staged_config(int64_t nvec, int per_sm, int stages) {
   return c;
 }
 
+// The re-reading configuration (RmsNormConfig::reread) chosen for rows of exactly 512, 1024 or
+// 2048 16-byte vectors (bf16 and fp16 4096, 8192 and 16384 elements; fp32 2048, 4096 and 8192),
+// plain or fused (not fused rows of 512 vectors); none for other rows.
+std::optional<RmsNormConfig> default_reread_config(int64_t cols, DType dtype, bool fused) {
+  const int64_t vec = vec_elems(dtype);
+  if (cols % vec != 0) return std::nullopt;
+  RmsNormConfig c = make_config(256, 1, 2, false);
+  c.reread = true;
+  switch (cols / vec) {
+    case 512:
+      if (fused) return std::nullopt;  // 21.7 us against the lean kernel's 19.4 (events)
+      c.threads = 256;
+      c.vecs_per_thread = 2;
+      break;
+    case 1024:
+      c.threads = fused ? 512 : 256;
+      c.vecs_per_thread = fused ? 2 : 4;
+      c.grid = RmsGrid::all;
+      break;
+    case 2048:
+      c.threads = fused ? 1024 : 512;
+      c.vecs_per_thread = fused ? 2 : 4;
+      c.grid = RmsGrid::all;
+      break;
+    default:
+      return std::nullopt;
+  }
+  return c;
+}
+
 RmsNormConfig default_config(int64_t rows, int64_t cols, DType dtype, bool fused, int device,
                              bool allow_staged) {
   check_dtype(dtype);
@@ -1376,6 +1407,20 @@ RmsNormConfig default_config(int64_t rows, int64_t cols, DType dtype, bool fused
     while (static_cast<int64_t>(tpr) * nv < nvec) nv *= 2;
     const int threads = static_cast<int>(std::min<int64_t>(256, round_up(rows * tpr, 32)));
     return make_config(threads, threads / tpr, nv, true);
+  }
+  if (rows >= sm_count(device) && cuda_device_properties(device).major == 9) {
+    // Many rows of exactly 512, 1024 or 2048 vectors: the re-reading kernel (all of a thread's
+    // loads of pass 1 in flight at 32 registers, pass 2 from L1). Measured on the H200
+    // (2026-12-01, kernel bench, memset flush, medians of 31; and ncu, caches flushed), bf16,
+    // against the previous defaults:
+    //   plain [2048, 4096]  13.2 -> 11.4 us (256 x 2; ncu 10.14 -> 9.95-10.02),
+    //   plain [2048, 8192]  22.8 -> 20.8 us (256 x 4, a block per row; ncu 19.55-20.10 ->
+    //     17.38-17.73), plain [2048, 16384] 40.2 -> 36.6 us (512 x 4; ncu 34.21-36.26 ->
+    //     31.52-32.58), fused [2048, 8192] 38.2 -> 37.3 us (512 x 2; ncu 34.18-34.85 ->
+    //     30.62-31.71), fused [2048, 16384] 72.3 -> 70.0 us (1024 x 2; ncu 67.20-67.94 ->
+    //     62.66-63.71); fp32 [2048, 4096] by ncu: staged 17.95-18.72 -> 17.09-17.47 us (256 x 4).
+    // Not fused rows of 512 vectors (above).
+    if (const std::optional<RmsNormConfig> c = default_reread_config(cols, dtype, fused)) return *c;
   }
   const int64_t row_bytes = cols * static_cast<int64_t>(element_size(dtype));
   if (fused && row_bytes >= 8192 && rows >= sm_count(device)) {
@@ -1513,6 +1558,20 @@ std::vector<RmsNormConfig> rms_norm_tuning_space(int64_t rows, int64_t cols, DTy
     }
   }
   for (const int threads : {128, 256, 512}) add(make_config(threads, 1, 0, false));
+  if (nvec > 128 && cols % vec_elems(dtype) == 0) {
+    // The re-reading kernel, each (threads, vecs_per_thread) that holds the row exactly (fused: at
+    // most 2 vectors a thread), on the persistent grid and with a block per row.
+    for (const int threads : {256, 512, 1024})
+      for (const int nv : {1, 2, 4}) {
+        if (fused && nv == 4) continue;
+        for (const RmsGrid g : {RmsGrid::persistent, RmsGrid::all}) {
+          RmsNormConfig c = make_config(threads, 1, nv, false);
+          c.reread = true;
+          c.grid = g;
+          add(c);
+        }
+      }
+  }
   if (nvec > 128) {
     // The lean streaming kernels with a block per row: one or two vectors in flight, each cache
     // hint, 256 and 512 threads; fused, also recomputing the sum in pass 2.
