@@ -61,13 +61,14 @@ TEST(GpuOps, RMSNormNonContiguousInPlaceAndEmpty) {
   EXPECT_EQ(gpu_op(Tensor::empty({0, 256}, DType::bfloat16, kGpu), w.to(kGpu)).numel(), 0);
 }
 
-// On sm_90, many rows of 16 KB take the staged kernel by default, which serves only 16-byte
-// aligned pointers and row strides: the same op (one kernel for the signature) then serves a view
-// one element in, with rows of an odd stride, through the fallback configuration, tuned or not.
+// On sm_90, many rows of at least 16 KB that the re-reading kernel does not hold exactly (24 KB
+// here) take the staged kernel by default, which serves only 16-byte aligned pointers and row
+// strides: the same op (one kernel for the signature) then serves a view one element in, with rows
+// of an odd stride, through the fallback configuration, tuned or not.
 TEST(GpuOps, RMSNormStagedDefaultAndItsFallback) {
   SKIP_WITHOUT_GPU();
-  for (const auto& [dtype, cols] : {std::pair{DType::bfloat16, std::int64_t{8192}},
-                                    std::pair{DType::float32, std::int64_t{4096}}}) {
+  for (const auto& [dtype, cols] : {std::pair{DType::bfloat16, std::int64_t{12288}},
+                                    std::pair{DType::float32, std::int64_t{6144}}}) {
     const std::string what = std::string(dtype_name(dtype)) + " cols " + std::to_string(cols);
     const Tensor x = Tensor::randn({264, cols + 1}, dtype, 21);
     const Tensor w = Tensor::randn({cols}, dtype, 22, Device::cpu(), 1.0, 0.5);
@@ -94,30 +95,34 @@ TEST(GpuOps, RMSNormStagedDefaultAndItsFallback) {
   }
 }
 
-// Fused add + RMSNorm on many rows of 16 KB takes the lean streaming kernel by default: a residual
-// view one element in, updated in place, goes through its scalar path.
-TEST(GpuOps, FusedAddRMSNormLeanDefaultOnAViewToo) {
+// Fused add + RMSNorm on many rows of 16 KB takes the re-reading kernel by default (1024 vectors,
+// held exactly), and on many rows of 24 KB the lean streaming kernel: a residual view one element
+// in, updated in place, goes through their scalar path.
+TEST(GpuOps, FusedAddRMSNormRereadAndLeanDefaultsOnAViewToo) {
   SKIP_WITHOUT_GPU();
-  const std::int64_t cols = 8192;
-  const DType dtype = DType::bfloat16;
-  const Tensor x = Tensor::randn({264, cols}, dtype, 23);
-  const Tensor r = Tensor::randn({264, cols + 1}, dtype, 24);
-  const Tensor w = Tensor::randn({cols}, dtype, 25, Device::cpu(), 1.0, 0.5);
-  FusedAddRMSNormFwdOp cpu_op({.normalized_shape = {cols}});
-  FusedAddRMSNormFwdOp gpu_op({.normalized_shape = {cols}});
-  for (const bool view : {false, true}) {
-    const std::string what = view ? "residual view" : "aligned";
-    const Tensor r_cpu = view ? r.clone().slice(1, 1, cols + 1) : r.slice(1, 0, cols).contiguous();
-    const Tensor r_gpu = view ? r.to(kGpu).slice(1, 1, cols + 1) : r_cpu.to(kGpu);
-    const Tensor y_gpu = gpu_op(x.to(kGpu), r_gpu, w.to(kGpu), poisoned({264, cols}, dtype));
-    if (!view && cuda_device_properties(0).sm_count <= 264) {
-      ASSERT_TRUE(gpu_op.kernel_config().has_value());
-      EXPECT_THAT(*gpu_op.kernel_config(), testing::HasSubstr("streaming_unroll="));
+  for (const auto& [cols, want] : {std::pair{std::int64_t{8192}, "reread=true"},
+                                   std::pair{std::int64_t{12288}, "streaming_unroll="}})
+    for (const bool view : {false, true}) {
+      const DType dtype = DType::bfloat16;
+      const Tensor x = Tensor::randn({264, cols}, dtype, 23);
+      const Tensor r = Tensor::randn({264, cols + 1}, dtype, 24);
+      const Tensor w = Tensor::randn({cols}, dtype, 25, Device::cpu(), 1.0, 0.5);
+      FusedAddRMSNormFwdOp cpu_op({.normalized_shape = {cols}});
+      FusedAddRMSNormFwdOp gpu_op({.normalized_shape = {cols}});
+      const std::string what =
+          (view ? "residual view, cols " : "aligned, cols ") + std::to_string(cols);
+      const Tensor r_cpu =
+          view ? r.clone().slice(1, 1, cols + 1) : r.slice(1, 0, cols).contiguous();
+      const Tensor r_gpu = view ? r.to(kGpu).slice(1, 1, cols + 1) : r_cpu.to(kGpu);
+      const Tensor y_gpu = gpu_op(x.to(kGpu), r_gpu, w.to(kGpu), poisoned({264, cols}, dtype));
+      if (cuda_device_properties(0).major == 9 && cuda_device_properties(0).sm_count <= 264) {
+        ASSERT_TRUE(gpu_op.kernel_config().has_value());
+        EXPECT_THAT(*gpu_op.kernel_config(), testing::HasSubstr(want)) << what;
+      }
+      const Tensor y_cpu = cpu_op(x, r_cpu, w);
+      expect_close(y_gpu, y_cpu, "y, " + what);
+      expect_close(r_gpu, r_cpu, "residual, " + what);
     }
-    const Tensor y_cpu = cpu_op(x, r_cpu, w);
-    expect_close(y_gpu, y_cpu, "y, " + what);
-    expect_close(r_gpu, r_cpu, "residual, " + what);
-  }
 }
 
 TEST(GpuOps, FusedAddRMSNormMatchesTheCpuImplementation) {
