@@ -1365,13 +1365,23 @@ RmsNormConfig make_staged_config(int64_t nvec, int per_sm, int stages) {
 
 // The re-reading configuration (RmsNormConfig::reread) chosen for rows of exactly 512, 1024 or
 // 2048 16-byte vectors (bf16 and fp16 4096, 8192 and 16384 elements; fp32 2048, 4096 and 8192),
-// plain or fused (not fused rows of 512 vectors); none for other rows.
-std::optional<RmsNormConfig> default_reread_config(int64_t cols, DType dtype, bool fused) {
+// plain or fused; none for other rows, nor for many (`decode` false) fused rows of 512 vectors.
+// Fewer rows than multiprocessors (`decode`): the most threads a row (512, or 1024 for 2048
+// vectors), so that each thread waits for the fewest loads.
+std::optional<RmsNormConfig> default_reread_config(int64_t cols, DType dtype, bool fused,
+                                                   bool decode) {
   const int64_t vec = vec_elems(dtype);
   if (cols % vec != 0) return std::nullopt;
   RmsNormConfig c = make_config(256, 1, 2, false);
   c.reread = true;
-  switch (cols / vec) {
+  const int64_t nvec = cols / vec;
+  if (nvec != 512 && nvec != 1024 && nvec != 2048) return std::nullopt;
+  if (decode) {
+    c.threads = nvec == 2048 ? 1024 : 512;
+    c.vecs_per_thread = static_cast<int>(nvec / c.threads);
+    return c;
+  }
+  switch (nvec) {
     case 512:
       if (fused) return std::nullopt;  // 21.7 us against the lean kernel's 19.4 (events)
       c.threads = 256;
@@ -1382,13 +1392,11 @@ std::optional<RmsNormConfig> default_reread_config(int64_t cols, DType dtype, bo
       c.vecs_per_thread = fused ? 2 : 4;
       c.grid = RmsGrid::all;
       break;
-    case 2048:
+    default:  // 2048
       c.threads = fused ? 1024 : 512;
       c.vecs_per_thread = fused ? 2 : 4;
       c.grid = RmsGrid::all;
       break;
-    default:
-      return std::nullopt;
   }
   return c;
 }
@@ -1408,19 +1416,25 @@ RmsNormConfig default_config(int64_t rows, int64_t cols, DType dtype, bool fused
     const int threads = static_cast<int>(std::min<int64_t>(256, round_up(rows * tpr, 32)));
     return make_config(threads, threads / tpr, nv, true);
   }
-  if (rows >= sm_count(device) && cuda_device_properties(device).major == 9) {
-    // Many rows of exactly 512, 1024 or 2048 vectors: the re-reading kernel (all of a thread's
-    // loads of pass 1 in flight at 32 registers, pass 2 from L1). Measured on the H200
-    // (2026-12-01, kernel bench, memset flush, medians of 31; and ncu, caches flushed), bf16,
-    // against the previous defaults:
+  if (cuda_device_properties(device).major == 9) {
+    // Rows of exactly 512, 1024 or 2048 vectors: the re-reading kernel (all of a thread's loads of
+    // pass 1 in flight at 32 registers, pass 2 from L1). Measured on the H200 (2026-12-01, kernel
+    // bench, memset flush, medians of 31; and ncu, caches flushed), bf16, against the previous
+    // defaults, fewer rows than multiprocessors:
+    //   [1, 4096] 4.54 -> 3.84 us (512 x 1), fused 4.86 -> 4.16 us; [64, 8192] 5.57 -> 4.51 us
+    //   (512 x 2), fused 6.27 -> 5.09 us; [1, 16384] 5.76 -> 4.90 us (1024 x 2), fused 6.24 ->
+    //   5.73 us;
+    // many rows:
     //   plain [2048, 4096]  13.2 -> 11.4 us (256 x 2; ncu 10.14 -> 9.95-10.02),
     //   plain [2048, 8192]  22.8 -> 20.8 us (256 x 4, a block per row; ncu 19.55-20.10 ->
     //     17.38-17.73), plain [2048, 16384] 40.2 -> 36.6 us (512 x 4; ncu 34.21-36.26 ->
     //     31.52-32.58), fused [2048, 8192] 38.2 -> 37.3 us (512 x 2; ncu 34.18-34.85 ->
     //     30.62-31.71), fused [2048, 16384] 72.3 -> 70.0 us (1024 x 2; ncu 67.20-67.94 ->
     //     62.66-63.71); fp32 [2048, 4096] by ncu: staged 17.95-18.72 -> 17.09-17.47 us (256 x 4).
-    // Not fused rows of 512 vectors (above).
-    if (const std::optional<RmsNormConfig> c = default_reread_config(cols, dtype, fused)) return *c;
+    // Not many fused rows of 512 vectors (above).
+    if (const std::optional<RmsNormConfig> c =
+            default_reread_config(cols, dtype, fused, rows < sm_count(device)))
+      return *c;
   }
   const int64_t row_bytes = cols * static_cast<int64_t>(element_size(dtype));
   if (fused && row_bytes >= 8192 && rows >= sm_count(device)) {
