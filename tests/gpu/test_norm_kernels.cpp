@@ -911,9 +911,18 @@ TEST(RmsNormKernels, ConfigFunctions) {
           // re-reading kernel, the row held exactly.
           const int64_t vec = 16 / static_cast<int64_t>(tileops::element_size(dtype));
           const int64_t nvec = cols / vec;
+          // Many plain fp32 rows of 1024 vectors: the register-resident kernel instead, 256
+          // threads x 4 vectors, the weight in registers.
+          const bool want_resident = props.major == 9 && dtype == DType::float32 && !fused &&
+                                     rows >= props.sm_count && cols == 4096;
           const bool want_reread =
-              props.major == 9 && cols % vec == 0 &&
+              props.major == 9 && cols % vec == 0 && !want_resident &&
               ((nvec == 512 && (!fused || rows < props.sm_count)) || nvec == 1024 || nvec == 2048);
+          if (want_resident) {
+            EXPECT_EQ(def.threads, 256) << where;
+            EXPECT_EQ(def.vecs_per_thread, 4) << where;
+            EXPECT_TRUE(def.weight_in_registers) << where;
+          }
           EXPECT_EQ(def.reread, want_reread) << where << ": " << def.str();
           if (want_reread) {
             EXPECT_EQ(static_cast<int64_t>(def.threads) * def.vecs_per_thread, nvec) << where;
@@ -922,8 +931,9 @@ TEST(RmsNormKernels, ConfigFunctions) {
           // Else fused, many rows of at least 8 KB: the lean streaming kernel, a block per row.
           const bool want_lean =
               !want_reread && fused && rows >= props.sm_count && row_bytes >= 8192;
-          const bool want_staged = !want_reread && !fused && rows >= props.sm_count &&
-                                   row_bytes >= 16384 && props.major == 9 &&
+          const bool want_staged = !want_reread && !want_resident && !fused &&
+                                   rows >= props.sm_count && row_bytes >= 16384 &&
+                                   props.major == 9 &&
                                    (rms_norm_staged_max_rows(cols, dtype, fused, 2) >= 2 ||
                                     rms_norm_staged_max_rows(cols, dtype, fused, 1) >= 3);
           EXPECT_EQ(def.staged_rows != 0, want_staged) << where << ": " << def.str();

@@ -1431,9 +1431,14 @@ RmsNormConfig default_config(int64_t rows, int64_t cols, DType dtype, bool fused
     //     31.52-32.58), fused [2048, 8192] 38.2 -> 37.3 us (512 x 2; ncu 34.18-34.85 ->
     //     30.62-31.71), fused [2048, 16384] 72.3 -> 70.0 us (1024 x 2; ncu 67.20-67.94 ->
     //     62.66-63.71); fp32 [2048, 4096] by ncu: staged 17.95-18.72 -> 17.09-17.47 us (256 x 4).
-    // Not many fused rows of 512 vectors (above).
-    if (const std::optional<RmsNormConfig> c =
-            default_reread_config(cols, dtype, fused, rows < sm_count(device)))
+    // Not many fused rows of 512 vectors (above), nor many plain fp32 rows of 1024 vectors: those
+    // take the register-resident kernel, 256 threads x 4 vectors and the weight in registers
+    // (fp32 [2048, 4096]: 20.00 us against the re-reading kernel's 20.48-20.83, medians of 31 and
+    // of 101 in two runs; the staged kernel took 21.9).
+    const bool decode = rows < sm_count(device);
+    if (dtype == DType::float32 && !fused && !decode && cols == 4096)
+      return make_config(256, 1, 4, true);
+    if (const std::optional<RmsNormConfig> c = default_reread_config(cols, dtype, fused, decode))
       return *c;
   }
   const int64_t row_bytes = cols * static_cast<int64_t>(element_size(dtype));
