@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Kernel-variant check for an H200: builds with CUDA, runs the GPU tests of the RMSNorm and grouped
 # GEMM kernels (every configuration of their tuning spaces; the staged RMSNorm kernel first, alone,
-# with a short limit, then the opt-in re-reading and lean streaming kernels), then times every RMSNorm
+# with a short limit, then the re-reading and lean streaming kernels), then times every RMSNorm
 # configuration (the staged and lean ones too when their tests passed) on the bf16 [2048, 4096],
 # [2048, 8192] and [2048, 16384] shapes (plain and fused, with copies of the same bytes) and the
 # grouped GEMM configurations on the two large MoE shapes (VARIANTS_CHECK_GEMM=0 skips them).
@@ -33,7 +33,7 @@ timeout 120 "$build/tests/tileops_gpu_tests" --gtest_filter='RmsNormKernels.Stre
 lean_rc=$?
 echo "lean streaming tests rc=$lean_rc"
 grep -E "^\[  (PASSED|FAILED) |Failure|OK \]" "$logs/lean-tests.log" | head -10
-# The re-reading kernel (RmsNormConfig::reread, opt-in): its bench configurations only if its
+# The re-reading kernel (RmsNormConfig::reread): its bench configurations only if its
 # tests passed.
 timeout 120 "$build/tests/tileops_gpu_tests" --gtest_filter='RmsNormKernels.Reread' \
   > "$logs/reread-tests.log" 2>&1

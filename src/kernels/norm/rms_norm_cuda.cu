@@ -10,12 +10,14 @@
 //   r = T(x + residual)), pass 2 re-reads the row (from L2) and writes y. With VEC == 1 this is
 //   the scalar path taken when a pointer or a row stride is not 16-byte aligned. Its lean
 //   variants (1 or 2 vectors in flight, few registers, optional L2 hints) are the fused default
-//   for many rows of 8 KB and more.
+//   for many rows of 8 KB and more that the re-reading kernel does not take.
 // - staged (sm_90): a persistent block streams its rows through a ring of shared-memory stages
-//   filled by 1D TMA bulk copies; the plain default for many rows of 16 KB and more (see
-//   rms_norm_default_config), refused for unaligned arguments (rms_norm_staged_refusal).
+//   filled by 1D TMA bulk copies; the plain default for many rows of 16 KB and more that the
+//   re-reading kernel does not take (see rms_norm_default_config), refused for unaligned
+//   arguments (rms_norm_staged_refusal).
 // - re-reading (rms_norm_reread_cuda.cu): a row per block, threads and vectors per thread fixed
-//   at compile time, all of pass 1's loads in flight at 32 registers, pass 2 from L1 (opt-in).
+//   at compile time, all of pass 1's loads in flight at 32 registers, pass 2 from L1; the default
+//   on sm_90 for rows of exactly 512, 1024 or 2048 vectors (see rms_norm_default_config).
 // A row is handled by threads_per_row threads (8, 16, 32 or a multiple of 32); a block holds
 // threads / threads_per_row rows at once.
 #include "kernels/norm/rms_norm_cuda.h"
