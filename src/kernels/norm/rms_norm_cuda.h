@@ -107,8 +107,8 @@ struct RmsNormConfig {
   /// reads them again (from L1 while the rows of the resident blocks fit there) and writes y
   /// (fused: and the residual). At most 32 registers a thread: 2048 / threads blocks a
   /// multiprocessor. The default for rows of exactly 512, 1024 or 2048 vectors on sm_90 (see
-  /// rms_norm_default_config); in the tuning space wherever a (threads,
-  /// vecs_per_thread) pair holds the row exactly.
+  /// rms_norm_default_config); in the tuning space wherever a (threads, vecs_per_thread) pair
+  /// holds the row exactly.
   bool reread = false;
 
   int threads_per_row() const { return rows_per_block > 0 ? threads / rows_per_block : 0; }
@@ -132,11 +132,12 @@ struct RmsNormArgs {
 
 /// A good default for the shape (fused: fused add + RMSNorm) on `device` (its properties are read
 /// once and cached). Rows of exactly 512, 1024 or 2048 16-byte vectors on sm_90 take a re-reading
-/// configuration (reread), but for fused rows of 512 vectors when there are at least as many rows
-/// as multiprocessors. Otherwise, fused add + RMSNorm on many rows of at least 8 KB takes a lean
-/// streaming configuration (streaming_unroll), and plain RMSNorm on many rows of at least 16 KB on
-/// sm_90 takes a staged configuration, which serves only 16-byte aligned pointers and row strides:
-/// check the call's arguments with rms_norm_staged_refusal and use rms_norm_fallback_config when it
+/// configuration (reread), but for fused rows of 512 vectors and plain fp32 rows of 4096 elements
+/// (a register-resident configuration) when there are at least as many rows as multiprocessors.
+/// Otherwise, fused add + RMSNorm on many rows of at least 8 KB takes a lean streaming
+/// configuration (streaming_unroll), and plain RMSNorm on many rows of at least 16 KB on sm_90
+/// takes a staged configuration, which serves only 16-byte aligned pointers and row strides: check
+/// the call's arguments with rms_norm_staged_refusal and use rms_norm_fallback_config when it
 /// refuses.
 RmsNormConfig rms_norm_default_config(int64_t rows, int64_t cols, DType dtype, bool fused,
                                       int device);
