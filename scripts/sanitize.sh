@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the CPU test programs under AddressSanitizer+UndefinedBehaviorSanitizer and under
-# ThreadSanitizer and runs the base-class and ops tests (the concurrency tests included).
+# ThreadSanitizer and runs the base-class and ops tests, then the concurrency stress tests
+# (tests/op/test_concurrency.cpp, tests/ops/test_concurrency.cpp) repeated.
 # Usage: scripts/sanitize.sh [asan|tsan|all]   (default all)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,6 +21,10 @@ run() {
     echo "== $name: ops tests"
     "$dir/tests/tileops_ops_tests" --gtest_brief=1
   fi
+  # The concurrency stress tests again, more trials: their races need many interleavings.
+  echo "== $name: concurrency stress (repeated)"
+  "$dir/tests/tileops_op_tests" --gtest_brief=1 --gtest_filter='Concurrency.*' --gtest_repeat=4
+  "$dir/tests/tileops_ops_tests" --gtest_brief=1 --gtest_filter='Concurrency.*' --gtest_repeat=4
 }
 
 case "$which" in

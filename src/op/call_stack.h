@@ -2,6 +2,7 @@
 // call reports its record to the enclosing call, which files it under a stage.
 #pragma once
 
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -9,7 +10,8 @@
 
 namespace tileops {
 class Op;
-}
+class Kernel;
+}  // namespace tileops
 
 namespace tileops::detail {
 
@@ -17,6 +19,9 @@ struct CallFrame {
   Op* op = nullptr;
   const SignatureCall* call = nullptr;  // valid while the body runs
   std::vector<std::pair<Op*, SignatureCallPtr>> subcalls;
+  /// Entries kernel_for handed to this call: they live until the call ends, even when a failed
+  /// call on another thread undoes the binding group and drops the caches' references.
+  std::vector<std::shared_ptr<Kernel>> pinned;
 };
 
 /// The innermost running call of this thread, or nullptr.

@@ -42,14 +42,13 @@ void Op::construct(void (*check_params)(const void* params), const void* params,
     const bool clash = std::any_of(installed_.begin(), installed_.end(),
                                    [&](const auto& k) { return k.key == extra.key; });
     if (clash) {
-      throw BackendError(fmt::format(
-          "{}: a backend registered kernel type '{}', which reuses a key the op has", name(),
-          extra.key));
+      throw BackendError(
+          fmt::format("{}: a backend registered kernel type '{}', which reuses a key the op has",
+                      name(), extra.key));
     }
     installed_.push_back(std::move(extra));
   }
-  const auto problems =
-      detail::check_implementation_table(name(), class_->interfaces, installed_);
+  const auto problems = detail::check_implementation_table(name(), class_->interfaces, installed_);
   if (!problems.empty()) throw DispatchError(fmt::format("{}", fmt::join(problems, "; ")));
   slots_.resize(class_->interfaces.size());
   for (std::size_t i = 0; i < class_->interfaces.size(); ++i) {
@@ -80,12 +79,15 @@ std::vector<Tensor> Op::run_call(const CallArgs& args) {
     if (call.writes_nothing()) {
       outputs = allocate_outputs(call, args);  // (3) nothing to write: results from the signature
     } else {
-      if (binding_state_.load(std::memory_order_acquire) == Binding::unresolved) {
-        bound_here = select_target(call.device);  // (4)
+      // (4) Select when unresolved; a failed call on another thread may undo the binding between
+      // two reads, so the state and the builder are read together and selection is retried.
+      BindingSnapshot binding = binding_snapshot();
+      while (binding.state == Binding::unresolved) {
+        bound_here = select_target(call.device) || bound_here;
+        binding = binding_snapshot();
       }
-      if (binding_state_.load(std::memory_order_acquire) == Binding::target &&
-          builder_ != nullptr) {
-        outputs = run_target_kernel(call, args);  // (5) the target's kernel
+      if (binding.state == Binding::target && binding.builder != nullptr) {
+        outputs = run_target_kernel(call, args, *binding.builder);  // (5) the target's kernel
       } else {
         outputs = allocate_outputs(call, args);
         run_forward(call, args, outputs);  // (5) forward
@@ -162,9 +164,10 @@ void Op::check_outputs(const SignatureCall& call, const CallArgs& args,
                        std::span<const Tensor> outputs) const {
   const auto& decls = schema().outputs;
   if (outputs.size() != decls.size()) {
-    throw SignatureError(fmt::format("{}: the implementation returned {} outputs, the manifest "
-                                     "declares {}",
-                                     name(), outputs.size(), decls.size()));
+    throw SignatureError(
+        fmt::format("{}: the implementation returned {} outputs, the manifest "
+                    "declares {}",
+                    name(), outputs.size(), decls.size()));
   }
   std::size_t buffer = 0;
   std::size_t record = 0;
@@ -201,17 +204,17 @@ void Op::check_outputs(const SignatureCall& call, const CallArgs& args,
   }
 }
 
-void Op::file_stages(SignatureCall& call,
-                     std::vector<std::pair<Op*, SignatureCallPtr>>& subcalls) {
+void Op::file_stages(SignatureCall& call, std::vector<std::pair<Op*, SignatureCallPtr>>& subcalls) {
   if (subcalls.empty()) return;
   std::lock_guard lock(delegates_mutex_);
   for (auto& [sub, record] : subcalls) {
     const auto held = std::find_if(delegates_.begin(), delegates_.end(),
                                    [&](const auto& d) { return d.op.get() == sub; });
     if (held == delegates_.end()) {
-      throw UsageError(fmt::format("{}: sub-op {} completed a call inside {} but is not held "
-                                   "through delegate_for",
-                                   name(), sub->instance_key(), instance_key()));
+      throw UsageError(
+          fmt::format("{}: sub-op {} completed a call inside {} but is not held "
+                      "through delegate_for",
+                      name(), sub->instance_key(), instance_key()));
     }
     for (auto& [stage, calls] : call.stages) {
       if (stage == held->stage) calls.push_back(std::move(record));
@@ -236,17 +239,19 @@ bool Op::select_target(const Device& device) {
     target_name = std::string(kBuiltinTargetName);
   } else if (chosen.is_set()) {
     if (!detail::target_registered(chosen.name())) {
-      throw UnknownTargetError(fmt::format("{}: no backend registered target '{}'; known targets: "
-                                           "{}",
-                                           name(), chosen.name(), join_names(registered_targets())));
+      throw UnknownTargetError(
+          fmt::format("{}: no backend registered target '{}'; known targets: "
+                      "{}",
+                      name(), chosen.name(), join_names(registered_targets())));
     }
     target_name = chosen.name();
   } else {
     const auto claims = detail::detect_targets(device);
     if (claims.size() > 1) {
-      throw AmbiguousTargetError(fmt::format("{}: targets {} all claim device {}; pass target= to "
-                                             "choose one",
-                                             name(), join_names(claims), device.str()));
+      throw AmbiguousTargetError(
+          fmt::format("{}: targets {} all claim device {}; pass target= to "
+                      "choose one",
+                      name(), join_names(claims), device.str()));
     }
     target_name = claims.empty() ? std::string(kBuiltinTargetName) : claims.front();
   }
@@ -268,11 +273,16 @@ bool Op::select_target(const Device& device) {
   serving_name_ = target_name;
   builder_ = builder;
   binding_state_.store(Binding::target, std::memory_order_release);
-  if (builder_ != nullptr && tune_requested()) warn_tune_unreachable();
   return true;
 }
 
-std::vector<Tensor> Op::run_target_kernel(const SignatureCall& call, const CallArgs& args) {
+Op::BindingSnapshot Op::binding_snapshot() const {
+  std::shared_lock lock(binding_mutex_);
+  return {binding_state_.load(std::memory_order_acquire), builder_};
+}
+
+std::vector<Tensor> Op::run_target_kernel(const SignatureCall& call, const CallArgs& args,
+                                          const KernelBuilder& builder) {
   const auto& decls = schema().inputs;
   std::vector<Tensor> inputs;
   inputs.reserve(args.inputs.size());
@@ -292,24 +302,37 @@ std::vector<Tensor> Op::run_target_kernel(const SignatureCall& call, const CallA
     specs.push_back(TensorSpec{t.device(), t.dtype(), t.sizes()});
     key += fmt::format("|{}[{}]", dtype_name(t.dtype()), fmt::join(t.sizes(), ","));
   }
+  // The kernel is copied out of the cache: an undo on another thread cannot free what runs.
   TargetKernel kernel;
   {
     std::shared_lock lock(binding_mutex_);
-    if (const auto it = target_kernels_.find(key); it != target_kernels_.end()) kernel = it->second;
+    if (const auto it = target_kernels_.find(key); it != target_kernels_.end()) {
+      kernel = it->second.kernel;
+    }
   }
   if (!kernel) {
-    std::unique_lock lock(binding_mutex_);
-    if (const auto it = target_kernels_.find(key); it != target_kernels_.end()) {
-      kernel = it->second;
-    } else {
-      kernel = (*builder_)(specs, param_values_);
-      if (!kernel) {
-        throw OpNotAvailableError(fmt::format("{}: target '{}' built no callable kernel for {}",
-                                              name(), serving_name_, key));
+    bool warn = false;
+    {
+      std::unique_lock lock(binding_mutex_);
+      if (const auto it = target_kernels_.find(key); it != target_kernels_.end()) {
+        kernel = it->second.kernel;
+      } else {
+        kernel = builder(specs, param_values_);
+        if (!kernel) {
+          throw OpNotAvailableError(fmt::format("{}: target '{}' built no callable kernel for {}",
+                                                name(), serving_name_, key));
+        }
+        TargetEntry entry{kernel, false};
+        if (tune_requested()) {
+          entry.tune_sent = kernel.tunable();
+          warn = !kernel.tunable();
+        }
+        // Cached only while the binding that built it stands (an undo may have run meanwhile).
+        if (builder_ == &builder) target_kernels_.emplace(key, entry);
+        if (entry.tune_sent) kernel.request_tune();
       }
-      target_kernels_.emplace(key, kernel);
-      if (tune_requested()) warn_tune_unreachable();
     }
+    if (warn) warn_tune_unreachable();
   }
   std::vector<Tensor> outs;
   for (const Tensor* out : args.outs) outs.push_back(*out);
@@ -347,28 +370,44 @@ Roofline Op::eval_roofline() const {
   return schema().eval_roofline(*call);
 }
 
-std::optional<double> Op::eval_roofline_read_bytes() const { return last_call()->read_bytes(); }
+std::optional<double> Op::eval_roofline_read_bytes() const {
+  return last_call()->read_bytes();
+}
 
 // ---- tuning and enumeration -------------------------------------------------------------------
 
 void Op::warn_tune_unreachable() {
-  if (!tune_warned_.exchange(true)) {
-    std::cerr << "tileops: warning: " << instance_key_ << " is served by target '" << serving_name_
-              << "', whose kernels cannot be tuned from tileops; request_tune() does not reach "
-                 "them\n";
+  if (tune_warned_.exchange(true)) return;
+  std::string target;
+  {
+    std::shared_lock lock(binding_mutex_);
+    target = serving_name_;
   }
+  std::cerr << "tileops: warning: " << instance_key_ << " is served by target '" << target
+            << "', which built a kernel that defines no request_tune(); tuning does not reach "
+               "it\n";
 }
 
 void Op::request_tune() {
   tune_requested_.store(true);
   for (Kernel* kernel : iter_kernels()) kernel->request_tune();
   for (Op* sub : held_delegates()) sub->request_tune();
-  bool target_serves = false;
+  // The target's kernels: each hook is called once; a kernel without one is warned about.
+  std::vector<TargetKernel> to_tune;
+  bool untunable = false;
   {
-    std::shared_lock lock(binding_mutex_);
-    target_serves = binding_state_.load() == Binding::target && builder_ != nullptr;
+    std::unique_lock lock(binding_mutex_);
+    for (auto& [key, entry] : target_kernels_) {
+      if (!entry.kernel.tunable()) {
+        untunable = true;
+      } else if (!entry.tune_sent) {
+        entry.tune_sent = true;
+        to_tune.push_back(entry.kernel);
+      }
+    }
   }
-  if (target_serves) warn_tune_unreachable();
+  for (const TargetKernel& kernel : to_tune) kernel.request_tune();
+  if (untunable) warn_tune_unreachable();
 }
 
 namespace {
@@ -406,7 +445,7 @@ std::vector<std::string> Op::built_entries(std::string_view interface) const {
   std::shared_lock lock(binding_mutex_);
   std::vector<std::string> out;
   if (binding_state_.load() == Binding::target && builder_ != nullptr) {
-    for (const auto& [key, kernel] : target_kernels_) out.push_back(key);
+    for (const auto& [key, entry] : target_kernels_) out.push_back(key);
     std::sort(out.begin(), out.end());
     return out;
   }
@@ -424,6 +463,11 @@ void Op::after_build(Kernel& kernel) {
     collect_kernel(&kernel, all, seen);
     for (Kernel* k : all) k->request_tune();
   }
+}
+
+void Op::pin(std::shared_ptr<Kernel> entry) const {
+  detail::CallFrame* frame = detail::current_frame();
+  if (frame != nullptr && frame->op == this) frame->pinned.push_back(std::move(entry));
 }
 
 // ---- composite ops ----------------------------------------------------------------------------
@@ -446,8 +490,7 @@ Op* Op::find_held(std::string_view stage, const std::optional<std::string>& iden
   return nullptr;
 }
 
-void Op::hold(std::string_view stage, std::optional<std::string> identity,
-              std::shared_ptr<Op> sub) {
+Op& Op::hold(std::string_view stage, std::optional<std::string> identity, std::shared_ptr<Op> sub) {
   const DelegateType& declared = delegate_type(stage);
   if (sub->name() != declared.op) {
     throw UsageError(fmt::format("{}: delegate_for: stage '{}' holds {}, got {}", name(), stage,
@@ -456,17 +499,18 @@ void Op::hold(std::string_view stage, std::optional<std::string> identity,
   {
     std::lock_guard lock(delegates_mutex_);
     for (const auto& d : delegates_) {
+      if (d.stage == stage && d.identity == identity) return *d.op;  // raced: keep the first
       if (d.op == sub) {
         throw UsageError(fmt::format(
             "{}: delegate_for: {} is already held under stage '{}' (identity {}); one instance "
             "is held once",
             name(), sub->instance_key(), d.stage, d.identity.value_or("None")));
       }
-      if (d.stage == stage && d.identity == identity) return;  // raced: already held
     }
     delegates_.push_back(HeldDelegate{std::string(stage), std::move(identity), sub});
   }
   if (tune_requested()) sub->request_tune();
+  return *sub;
 }
 
 std::vector<Op*> Op::held_delegates() const {

@@ -40,9 +40,10 @@ std::vector<std::string> check_op_class(const OpClass& c) {
       const bool known = std::any_of(c.kernel_types.begin(), c.kernel_types.end(),
                                      [&](const auto& k) { return k.key == stage.kernel; });
       if (!known) {
-        problems.push_back(fmt::format("{}: composition stage '{}' names kernel '{}', which is not "
-                                       "in kernel_types",
-                                       c.name, stage.name, stage.kernel));
+        problems.push_back(
+            fmt::format("{}: composition stage '{}' names kernel '{}', which is not "
+                        "in kernel_types",
+                        c.name, stage.name, stage.kernel));
       }
     }
   }
@@ -62,14 +63,16 @@ std::vector<std::string> check_op_class(const OpClass& c) {
             op_stages[i]->op == c.delegate_types[i].op;
   }
   if (!agree) {
-    problems.push_back(fmt::format("{}: delegate_types {} disagree with the manifest composition {}",
-                                   c.name, describe_delegates(), describe_stages()));
+    problems.push_back(
+        fmt::format("{}: delegate_types {} disagree with the manifest composition {}", c.name,
+                    describe_delegates(), describe_stages()));
   }
   for (const auto& injected : c.injected_parameters) {
     if (injected == "target" || schema.find_param(injected) != nullptr) {
-      problems.push_back(fmt::format("{}: injected parameter '{}' collides with a manifest "
-                                     "parameter or 'target'",
-                                     c.name, injected));
+      problems.push_back(
+          fmt::format("{}: injected parameter '{}' collides with a manifest "
+                      "parameter or 'target'",
+                      c.name, injected));
     }
   }
   return problems;
@@ -98,6 +101,15 @@ const OpClass* find_op_class(std::string_view name) {
   return it == registry.by_name.end() ? nullptr : it->second;
 }
 
+ParamMap manifest_params(const ParamMap& params, const std::vector<std::string>& injected) {
+  ParamMap out;
+  for (const auto& [name, value] : params) {
+    if (std::find(injected.begin(), injected.end(), name) == injected.end())
+      out.emplace(name, value);
+  }
+  return out;
+}
+
 std::unique_ptr<Op> make_op(std::string_view name, const ParamMap& params, Target target) {
   const OpClass* c = find_op_class(name);
   if (c == nullptr) {
@@ -114,8 +126,10 @@ std::unique_ptr<Op> make_op(std::string_view name, const ParamMap& params, Targe
     if (!injected && c->schema->find_param(param) == nullptr) {
       std::vector<std::string_view> known;
       for (const auto& p : c->schema->params) known.push_back(p.name);
-      throw SignatureError(fmt::format("{}: unknown parameter '{}'; the manifest declares [{}]",
-                                       name, param, fmt::join(known, ", ")));
+      for (const auto& p : c->injected_parameters) known.push_back(p);
+      throw SignatureError(fmt::format(
+          "{}: unknown parameter '{}'; the manifest declares [{}]{}", name, param,
+          fmt::join(known, ", "), c->injected_parameters.empty() ? "" : " (with the injected)"));
     }
   }
   return c->factory(params, std::move(target));

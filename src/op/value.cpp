@@ -16,6 +16,9 @@ std::string value_repr(const Value& value) {
     std::string operator()(const Sizes& s) const { return fmt::format("[{}]", fmt::join(s, ", ")); }
     std::string operator()(DType t) const { return std::string(dtype_name(t)); }
     std::string operator()(const Tensor& t) const { return t.defined() ? t.str() : "None"; }
+    std::string operator()(const InjectedValue& v) const {
+      return fmt::format("<injected {}>", v.object ? v.type_name : "null");
+    }
   };
   return std::visit(Visitor{}, value);
 }

@@ -24,12 +24,21 @@ static_assert(requires { MiniSplitFwdOpParams{.mode = "max", .groups = {2, 3}}; 
 static_assert(std::is_same_v<decltype(MiniSplitFwdOpParams::scale), tileops::Tensor>);
 static_assert(std::is_same_v<decltype(MiniSplitFwdOpParams::groups), tileops::Sizes>);
 static_assert(std::is_same_v<decltype(MiniMatmulFwdOpParams::alpha), std::optional<double>>);
+static_assert(
+    std::is_same_v<decltype(MiniMatmulFwdOpParams::out_dtype), std::optional<tileops::DType>>);
+// A torch.dtype parameter overrides Op::dtype(); an op without one keeps the base's default.
+static_assert(std::is_same_v<decltype(&tileops::gen::MiniMatmulFwdOpBase<FakeDerived>::dtype),
+                             std::optional<tileops::DType> (
+                                 tileops::gen::MiniMatmulFwdOpBase<FakeDerived>::*)() const>);
+static_assert(std::is_same_v<decltype(&tileops::gen::MiniSplitFwdOpBase<FakeDerived>::dtype),
+                             std::optional<tileops::DType> (tileops::Op::*)() const>);
 
 TEST(GoldenHeader, ParamsCarryManifestDefaults) {
   const MiniMatmulFwdOpParams p;
   EXPECT_FALSE(p.transpose);
   EXPECT_FALSE(p.alpha.has_value());
   EXPECT_EQ(p.tile, (tileops::Sizes{64, 64}));
+  EXPECT_FALSE(p.out_dtype.has_value());
 }
 
 TEST(GoldenHeader, DesignatedInitializersReadLikeKeywords) {

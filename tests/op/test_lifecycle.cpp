@@ -137,17 +137,16 @@ TEST_F(Lifecycle, DetectedTargetServesThroughItsBuilder) {
   ParamMap seen_params;
   int builds = 0;
   register_detector("fake", [](const Device& d) { return d.is_cpu(); });
-  register_kernel_builder("ToyScaleFwdOp", "fake",
-                          [&](std::span<const std::optional<TensorSpec>> specs, const ParamMap& p) {
-                            ++builds;
-                            seen_specs.emplace_back(specs.begin(), specs.end());
-                            seen_params = p;
-                            return TargetKernel([](std::span<const Tensor> in,
-                                                   std::span<const Tensor>) {
-                              return std::vector<Tensor>{Tensor::full(in[0].sizes(), 42.0,
-                                                                      in[0].dtype())};
-                            });
-                          });
+  register_kernel_builder(
+      "ToyScaleFwdOp", "fake",
+      [&](std::span<const std::optional<TensorSpec>> specs, const ParamMap& p) {
+        ++builds;
+        seen_specs.emplace_back(specs.begin(), specs.end());
+        seen_params = p;
+        return TargetKernel([](std::span<const Tensor> in, std::span<const Tensor>) {
+          return std::vector<Tensor>{Tensor::full(in[0].sizes(), 42.0, in[0].dtype())};
+        });
+      });
   Op1 op({.scale = 5.0});
   const Tensor y = op(Tensor::randn({3}, DType::float32, 1));
   EXPECT_EQ(op.serving_target(), "fake");
@@ -253,7 +252,7 @@ TEST_F(Lifecycle, RequestTuneReachesBuiltAndLaterKernels) {
   for (Kernel* k : op.iter_kernels()) EXPECT_TRUE(k->tune_requested());
 }
 
-TEST_F(Lifecycle, RequestTuneWarnsOnceWhenATargetServes) {
+TEST_F(Lifecycle, RequestTuneWarnsOnceAboutATargetKernelWithoutAHook) {
   register_kernel_builder("ToyScaleFwdOp", "t", [](auto, const ParamMap&) {
     return TargetKernel([](std::span<const Tensor> in, std::span<const Tensor>) {
       return std::vector<Tensor>{in[0].clone()};
@@ -266,8 +265,49 @@ TEST_F(Lifecycle, RequestTuneWarnsOnceWhenATargetServes) {
   op.request_tune();
   op(Tensor::randn({3}, DType::float32, 1));
   const std::string err = testing::internal::GetCapturedStderr();
-  EXPECT_THAT(err, HasSubstr("cannot be tuned"));
-  EXPECT_EQ(err.find("cannot be tuned"), err.rfind("cannot be tuned"));  // once
+  EXPECT_THAT(err, HasSubstr("defines no request_tune()"));
+  EXPECT_EQ(err.find("request_tune()"), err.rfind("request_tune()"));  // once
+}
+
+TEST_F(Lifecycle, RequestTuneReachesATargetsKernelsThroughTheirHook) {
+  std::atomic<int> hooks{0};
+  register_kernel_builder("ToyScaleFwdOp", "t", [&](auto, const ParamMap&) {
+    return TargetKernel([](std::span<const Tensor> in,
+                           std::span<const Tensor>) { return std::vector<Tensor>{in[0].clone()}; },
+                        [&] { ++hooks; });
+  });
+  Op1 op({}, Target("t"));
+  op(Tensor::randn({2}, DType::float32, 1));
+  EXPECT_EQ(hooks.load(), 0);  // not in tuned mode yet
+  testing::internal::CaptureStderr();
+  op.request_tune();
+  op.request_tune();  // each kernel's hook once
+  EXPECT_EQ(hooks.load(), 1);
+  op(Tensor::randn({3}, DType::float32, 1));  // a new kernel, tuned right after it is built
+  EXPECT_EQ(hooks.load(), 2);
+  op(Tensor::randn({3}, DType::float32, 2));  // cached: no second hook call
+  EXPECT_EQ(hooks.load(), 2);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");  // every kernel had a hook: no warning
+}
+
+/// An op that records a value-dependent quantity beside its roofline.
+class DataTermsOp final : public Op1 {
+ public:
+  using Op1::Op1;
+  std::map<std::string, double> roofline_data_terms() const override {
+    return {{"elements", static_cast<double>(last_call()->dim("N"))}};
+  }
+};
+
+TEST_F(Lifecycle, RooflineDataTermsAndDtypeAreOverridablePartsWithDefaults) {
+  Op1 plain({});
+  EXPECT_TRUE(plain.roofline_data_terms().empty());
+  EXPECT_FALSE(plain.dtype().has_value());  // no dtype parameter
+  DataTermsOp op(ToyParams{});
+  op(Tensor::randn({6}, DType::float32, 1));
+  const Op& base = op;
+  EXPECT_EQ(base.roofline_data_terms(), (std::map<std::string, double>{{"elements", 6.0}}));
+  EXPECT_EQ(base.eval_roofline().flops, 6);  // not part of (flops, bytes)
 }
 
 TEST_F(Lifecycle, KernelConfigComesFromTheFirstConfiguredKernel) {

@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <functional>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -41,6 +43,36 @@ class ToyInterface {
 
 /// Counts builds, so tests can check that an identity is built once.
 inline std::atomic<int> g_builds{0};
+/// Launches on a kernel object that had already been destroyed (a use after free the tests can
+/// see without a sanitizer, as long as the freed memory still dispatches).
+inline std::atomic<int> g_dead_launches{0};
+
+/// The kernel objects alive now, so that a launch can tell whether its kernel was destroyed.
+class LiveKernels {
+ public:
+  static void add(const void* k) {
+    std::lock_guard lock(mutex());
+    set().insert(k);
+  }
+  static void remove(const void* k) {
+    std::lock_guard lock(mutex());
+    set().erase(k);
+  }
+  static bool contains(const void* k) {
+    std::lock_guard lock(mutex());
+    return set().count(k) != 0;
+  }
+
+ private:
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static std::set<const void*>& set() {
+    static std::set<const void*> s;
+    return s;
+  }
+};
 
 /// A CPU implementation; `Tag` makes distinct classes with their own declarations.
 template <int Tag>
@@ -66,12 +98,14 @@ class ToyKernel : public Kernel, public ToyInterface {
                        return std::static_pointer_cast<Kernel>(std::make_shared<ToyKernel>(c));
                      }};
   }
-  explicit ToyKernel(const ToyCall& c) : call(c) {}
+  explicit ToyKernel(const ToyCall& c) : call(c) { LiveKernels::add(this); }
+  ~ToyKernel() override { LiveKernels::remove(this); }
   std::string config() const override { return tunable ? fmt::format("tag={}", Tag) : ""; }
   std::vector<std::string> tuning_space() const override {
     return tunable ? std::vector<std::string>{"a", "b"} : std::vector<std::string>{};
   }
   void forward(const Tensor& x, const Tensor& y, double scale) override {
+    if (!LiveKernels::contains(this)) ++g_dead_launches;
     ++launches;
     const auto xv = x.to_vector();
     for (std::int64_t i = 0; i < x.numel(); ++i) {
@@ -106,7 +140,7 @@ struct ToyParams {
 
 /// The op. `Table` supplies `static std::vector<ImplementationInfo> kernel_types()`.
 template <class Table>
-class ToyScaleFwdOp final : public Op {
+class ToyScaleFwdOp : public Op {
  public:
   using Params = ToyParams;
   static const OpSchema& schema_data() { return toy_schema(); }

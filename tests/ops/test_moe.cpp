@@ -334,6 +334,61 @@ TEST(FusedMoE, AnInjectedPrepareFinalizeRunsAroundTheExperts) {
                "injected");
 }
 
+TEST(FusedMoE, TheDynamicPathTakesInjectedParameters) {
+  auto pf = std::make_shared<CountingPrepareFinalize>();
+  auto experts = std::make_shared<FusedMoEExpertsFwdOp>(
+      FusedMoEExpertsFwdOp::Params{.activation = "gelu_and_mul"}, Target::builtin());
+  const auto op =
+      make_op("FusedMoEFwdOp", {{"top_k", std::int64_t{2}},
+                                {"experts", injected<FusedMoEExpertsFwdOp>(experts, "experts")},
+                                {"prepare_finalize", injected<MoEPrepareFinalize>(pf, "pf")}});
+  auto& fused = dynamic_cast<FusedMoEFwdOp&>(*op);
+  EXPECT_EQ(fused.held_delegates()[1], experts.get());  // held as passed
+  EXPECT_EQ(fused.prepare_finalize().name(), "counting");
+  EXPECT_EQ(std::get<std::string>(op->param_values().at("activation")), "gelu_and_mul");
+  EXPECT_EQ(op->param_values().count("experts"), 0u);  // not a manifest parameter
+  const Tensor x = Tensor::randn({4, 16}, DType::bfloat16, 1);
+  const Tensor logits = Tensor::randn({4, 4}, DType::float32, 2);
+  const Tensor w13 = weight({4, 8, 16}, DType::bfloat16, 3);
+  const Tensor w2 = weight({4, 16, 4}, DType::bfloat16, 4);
+  const std::vector<Tensor> inputs{x, logits, w13, w2};
+  const Tensor y = op->call(inputs)[0];
+  EXPECT_EQ(pf->prepared, 1);
+  expect_close(
+      y, run_reference("FusedMoEFwdOp", {x, logits, w13, w2, Tensor()}, op->param_values())[0],
+      "injected through make_op");
+  // None is no injection; the constructor's rules hold on this path too.
+  EXPECT_EQ(dynamic_cast<FusedMoEFwdOp&>(
+                *make_op("FusedMoEFwdOp", {{"top_k", std::int64_t{2}}, {"experts", NoneValue{}}}))
+                .prepare_finalize()
+                .name(),
+            "single_device");
+  EXPECT_THAT(message_of([&] {
+                make_op("FusedMoEFwdOp",
+                        {{"top_k", std::int64_t{2}},
+                         {"prepare_finalize", injected<MoEPrepareFinalize>(pf, "pf")}});
+              }),
+              HasSubstr("was injected without experts"));
+  // A value of the wrong kind names the parameter and what it must be.
+  EXPECT_THAT(
+      message_of([&] {
+        make_op("FusedMoEFwdOp", {{"top_k", std::int64_t{2}}, {"experts", std::int64_t{3}}});
+      }),
+      HasSubstr("injected parameter 'experts' must be FusedMoEExpertsFwdOp"));
+  EXPECT_THROW(make_op("FusedMoEFwdOp", {{"top_k", std::int64_t{2}},
+                                         {"experts", injected<MoEPrepareFinalize>(pf, "pf")}}),
+               SignatureError);
+  EXPECT_THAT(message_of([&] {
+                make_op("FusedMoEFwdOp", {{"top_k", std::int64_t{2}}, {"expert", NoneValue{}}});
+              }),
+              HasSubstr("unknown parameter 'expert'"));
+  // Ops without injected parameters still refuse an injected value.
+  EXPECT_THROW(make_op("MoETopKRoutingFwdOp",
+                       {{"top_k", std::int64_t{2}},
+                        {"experts", injected<FusedMoEExpertsFwdOp>(experts, "experts")}}),
+               SignatureError);
+}
+
 TEST(MoEFamily, ClassesAgreeWithTheManifestAndBuildDynamically) {
   for (const OpClass* c : {&op_class_of<MoEExpertMLPFwdOp>(), &op_class_of<FusedMoEExpertsFwdOp>(),
                            &op_class_of<FusedMoEFwdOp>(), &op_class_of<MoEGroupedGemmFwdOp>()}) {

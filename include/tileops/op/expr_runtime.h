@@ -291,6 +291,8 @@ std::string value_kind(const Value& v) {
           return "dtype";
         } else if constexpr (requires { x.defined(); }) {
           return "tensor";
+        } else if constexpr (requires { x.type_name; }) {
+          return "injected object";
         } else {
           return "None";
         }

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -73,11 +74,18 @@ class Op {
   virtual std::string roof_key() const { return "cuda_core.fp32"; }
   /// Read part of the roofline bytes of last_call (bytes minus written bytes).
   virtual std::optional<double> eval_roofline_read_bytes() const;
+  /// Value-dependent quantities of last_call that readings are recorded beside (for example how
+  /// many experts a MoE call reached): named numbers, not part of (flops, bytes). Default: none.
+  virtual std::map<std::string, double> roofline_data_terms() const { return {}; }
+
+  /// The dtype the op was constructed for: the generated base of an op whose manifest declares a
+  /// `torch.dtype` parameter returns it; nullopt for every other op.
+  virtual std::optional<DType> dtype() const { return std::nullopt; }
 
   // ---- tuning and enumeration -------------------------------------------------------------
   /// Puts the op and its held sub-ops in tuned mode; every built kernel gets request_tune() now
-  /// and every kernel built later right after it is built. Warns once (stderr) when a target
-  /// serves the op, since a target's kernels cannot be tuned from here.
+  /// and every kernel built later right after it is built, a target's kernels included through
+  /// their tuning hook (TargetKernel). Warns once (stderr) when a target kernel defines no hook.
   void request_tune();
   bool tune_requested() const { return tune_requested_.load(std::memory_order_relaxed); }
   /// Configuration of the first configured kernel of iter_kernels(), or nullopt.
@@ -106,7 +114,10 @@ class Op {
 
   /// The entry of interface `Iface` serving `call`: one lookup on a hit; on a miss selects one
   /// implementation (availability, refusal, general, preferred_over), builds its entry once per
-  /// (implementation, identity) and caches it under (interface, call).
+  /// (implementation, identity) and caches it under (interface, call). Called from forward, the
+  /// entry is pinned to the running call: it stays valid until that call ends, even if a failed
+  /// call on another thread undoes the binding meanwhile. Called outside a call of this op, the
+  /// reference is valid until the binding is undone.
   template <class Iface>
   Iface& kernel_for(const typename Iface::Request& call);
 
@@ -144,7 +155,7 @@ class Op {
     const InterfaceInfo* info = nullptr;
     std::vector<const ImplementationInfo*> implementations;
     std::vector<std::vector<bool>> preferred;  // transitive preferred_over, by position
-    std::unique_ptr<EntryCacheBase> cache;  // binding group
+    std::unique_ptr<EntryCacheBase> cache;     // binding group
     std::vector<std::pair<std::string, std::shared_ptr<Kernel>>> built;  // binding group
   };
   struct HeldDelegate {
@@ -162,17 +173,32 @@ class Op {
                                       const void* call, const CallSpec& base);
   [[noreturn]] void fail_call_spec(const std::string& why) const;
   void after_build(Kernel& kernel);
-  void hold(std::string_view stage, std::optional<std::string> identity,
-            std::shared_ptr<Op> sub);
+  /// Holds `sub` under (stage, identity) and returns the instance held there: `sub`, or the one
+  /// another thread held first (then `sub` is dropped).
+  Op& hold(std::string_view stage, std::optional<std::string> identity, std::shared_ptr<Op> sub);
+  /// Keeps `entry` alive until the end of the call now running on this thread, when that call is
+  /// this op's (kernel_for called from forward).
+  void pin(std::shared_ptr<Kernel> entry) const;
   Op* find_held(std::string_view stage, const std::optional<std::string>& identity) const;
   const DelegateType& delegate_type(std::string_view stage) const;
   Target inherited_target() const { return target_; }
 
   // The seven steps' helpers.
+  enum class Binding : std::uint8_t { unresolved, builtin, target };
+  struct BindingSnapshot {
+    Binding state;
+    const KernelBuilder* builder;
+  };
+  struct TargetEntry {
+    TargetKernel kernel;
+    bool tune_sent = false;  // its tuning hook was called
+  };
+  BindingSnapshot binding_snapshot() const;
   bool select_target(const Device& device);  // returns true when this call bound the target
   void reset_binding();
   void warn_tune_unreachable();
-  std::vector<Tensor> run_target_kernel(const SignatureCall& call, const CallArgs& args);
+  std::vector<Tensor> run_target_kernel(const SignatureCall& call, const CallArgs& args,
+                                        const KernelBuilder& builder);
   void check_outputs(const SignatureCall& call, const CallArgs& args,
                      std::span<const Tensor> outputs) const;
   std::vector<Tensor> allocate_outputs(const SignatureCall& call, const CallArgs& args) const;
@@ -188,11 +214,10 @@ class Op {
 
   // ---- binding group (reset by reset_binding) ----
   mutable std::shared_mutex binding_mutex_;
-  enum class Binding : std::uint8_t { unresolved, builtin, target };
   std::atomic<Binding> binding_state_{Binding::unresolved};
   std::string serving_name_;
   const KernelBuilder* builder_ = nullptr;
-  std::unordered_map<std::string, TargetKernel> target_kernels_;
+  std::unordered_map<std::string, TargetEntry> target_kernels_;
 
   // ---- running group ----
   std::atomic<bool> tune_requested_{false};
@@ -214,6 +239,7 @@ Iface& Op::kernel_for(const typename Iface::Request& call) {
     if (slot.cache) {
       auto& by_call = static_cast<EntryCache<Request>*>(slot.cache.get())->by_call;
       if (auto it = by_call.find(call); it != by_call.end()) {
+        pin(it->second.first);  // under the lock: an undo cannot free it in between
         return *static_cast<Iface*>(it->second.second);
       }
     }
@@ -226,6 +252,7 @@ Iface& Op::kernel_for(const typename Iface::Request& call) {
   if (!slot.cache) slot.cache = std::make_unique<EntryCache<Request>>();
   auto& by_call = static_cast<EntryCache<Request>*>(slot.cache.get())->by_call;
   if (auto it = by_call.find(call); it != by_call.end()) {
+    pin(it->second.first);
     return *static_cast<Iface*>(it->second.second);
   }
   const DeviceFacts facts = detail::device_facts(call.device);
@@ -237,7 +264,8 @@ Iface& Op::kernel_for(const typename Iface::Request& call) {
                         "' built an entry that does not implement interface '" +
                         std::string(Iface::name) + "'");
   }
-  by_call.emplace(call, std::make_pair(entry, static_cast<void*>(iface)));
+  pin(entry);
+  by_call.emplace(call, std::make_pair(std::move(entry), static_cast<void*>(iface)));
   return *iface;
 }
 
@@ -256,10 +284,10 @@ SubOp& Op::delegate_for(std::string_view stage, std::optional<std::string> ident
     return static_cast<SubOp&>(*held);
   }
   std::shared_ptr<Op> sub = given ? std::static_pointer_cast<Op>(given)
-                                  : std::static_pointer_cast<Op>(
-                                        std::make_shared<SubOp>(std::move(params), inherited_target()));
-  hold(stage, std::move(identity), sub);
-  return static_cast<SubOp&>(*sub);
+                                  : std::static_pointer_cast<Op>(std::make_shared<SubOp>(
+                                        std::move(params), inherited_target()));
+  // Another thread may have held (stage, identity) since find_held: use the instance held.
+  return static_cast<SubOp&>(hold(stage, std::move(identity), std::move(sub)));
 }
 
 }  // namespace tileops

@@ -95,6 +95,9 @@ const OpClass& op_class_of() {
     if constexpr (detail::HasInjected<Derived>)
       c.injected_parameters = Derived::injected_parameters();
     if constexpr (detail::HasWorkloadInputs<Derived>) c.workload_inputs = &Derived::workload_inputs;
+    // The dynamic path hands injected objects only to a class's own from_params.
+    static_assert(!detail::HasInjected<Derived> || detail::HasFactory<Derived>,
+                  "an op class with injected_parameters() defines from_params(ParamMap, Target)");
     if constexpr (detail::HasFactory<Derived>) {
       c.factory = [](const ParamMap& m, Target t) -> std::unique_ptr<Op> {
         return Derived::from_params(m, std::move(t));
@@ -119,12 +122,18 @@ const OpClass& op_class_of() {
   }();                                                                        \
   }
 
+/// The manifest parameters of `params`: every entry except those named in `injected` (what a
+/// class's from_params passes on to the generated params_from_map).
+ParamMap manifest_params(const ParamMap& params, const std::vector<std::string>& injected);
+
 /// Registered op classes, sorted by name.
 std::vector<const OpClass*> registered_op_classes();
 const OpClass* find_op_class(std::string_view name);
 
-/// The dynamic path: constructs the op named `name` from parameters by manifest name. Unknown
-/// names raise OpNotAvailableError (manifest entry without code) or SignatureError (no entry).
+/// The dynamic path: constructs the op named `name` from parameters by manifest name, and from
+/// the class's injected parameters (`injected<T>(object)` values). Unknown op names raise
+/// OpNotAvailableError (manifest entry without code) or SignatureError (no entry); a parameter
+/// that is neither declared nor injected is a SignatureError.
 std::unique_ptr<Op> make_op(std::string_view name, const ParamMap& params, Target target = {});
 
 }  // namespace tileops

@@ -245,6 +245,9 @@ class FusedMoEFwdOp final : public gen::FusedMoEFwdOpBase<FusedMoEFwdOp> {
                          std::shared_ptr<MoEPrepareFinalize> prepare_finalize = nullptr);
   static std::vector<DelegateType> delegate_types();
   static std::vector<std::string> injected_parameters();
+  /// The dynamic path (make_op): the manifest parameters, and `experts` and `prepare_finalize` as
+  /// `injected<FusedMoEExpertsFwdOp>` / `injected<MoEPrepareFinalize>` values (or None).
+  static std::unique_ptr<FusedMoEFwdOp> from_params(const ParamMap& params, Target target);
   static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
                                              Device device);
   std::string roof_key() const override;

@@ -7,6 +7,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "tileops/core/device.h"
@@ -52,8 +54,41 @@ struct TensorSpec {
 /// Tensor for an omitted optional input; all on the call device, non-written inputs contiguous)
 /// and one entry per `buffer: out` output (undefined when the caller passed none). Returns one
 /// tensor per manifest output, in order (a passed `out` must be returned as is).
-using TargetKernel =
-    std::function<std::vector<Tensor>(std::span<const Tensor> inputs, std::span<const Tensor> outs)>;
+///
+/// A target kernel may define a tuning hook: `Op::request_tune()` calls it once for each built
+/// target kernel that has one (and for target kernels built later, right after building), and
+/// warns once per instance about a kernel without one.
+class TargetKernel {
+ public:
+  using Run = std::function<std::vector<Tensor>(std::span<const Tensor> inputs,
+                                                std::span<const Tensor> outs)>;
+
+  TargetKernel() = default;
+  /// A kernel without a tuning hook, from any callable `Run` accepts.
+  template <class F>
+  requires(std::is_constructible_v<Run, F> && !std::is_same_v<std::remove_cvref_t<F>, TargetKernel>)
+      TargetKernel(F&& run)  // NOLINT(google-explicit-constructor): builders return a lambda
+      : run_(std::forward<F>(run)) {}
+  /// A kernel with a tuning hook (called at most once per kernel the op holds).
+  TargetKernel(Run run, std::function<void()> request_tune)
+      : run_(std::move(run)), request_tune_(std::move(request_tune)) {}
+
+  explicit operator bool() const { return static_cast<bool>(run_); }
+  std::vector<Tensor> operator()(std::span<const Tensor> inputs,
+                                 std::span<const Tensor> outs) const {
+    return run_(inputs, outs);
+  }
+  /// Whether the kernel defines a tuning hook.
+  bool tunable() const { return static_cast<bool>(request_tune_); }
+  /// Calls the tuning hook; does nothing when there is none.
+  void request_tune() const {
+    if (request_tune_) request_tune_();
+  }
+
+ private:
+  Run run_;
+  std::function<void()> request_tune_;
+};
 
 /// Builds the kernel of one op for one (device, input dtypes and shapes): one TensorSpec per
 /// manifest input (nullopt for an absent optional input) and the manifest parameters by name,

@@ -122,6 +122,22 @@ std::vector<std::string> FusedMoEFwdOp::injected_parameters() {
   return {"prepare_finalize", "experts"};
 }
 
+std::unique_ptr<FusedMoEFwdOp> FusedMoEFwdOp::from_params(const ParamMap& params, Target target) {
+  std::shared_ptr<FusedMoEExpertsFwdOp> experts;
+  std::shared_ptr<MoEPrepareFinalize> prepare_finalize;
+  if (const auto it = params.find("experts"); it != params.end()) {
+    experts = injected_as<FusedMoEExpertsFwdOp>(it->second, "FusedMoEFwdOp", "experts",
+                                                "FusedMoEExpertsFwdOp");
+  }
+  if (const auto it = params.find("prepare_finalize"); it != params.end()) {
+    prepare_finalize = injected_as<MoEPrepareFinalize>(it->second, "FusedMoEFwdOp",
+                                                       "prepare_finalize", "MoEPrepareFinalize");
+  }
+  return std::make_unique<FusedMoEFwdOp>(
+      params_from_map(manifest_params(params, injected_parameters())), std::move(target),
+      std::move(experts), std::move(prepare_finalize));
+}
+
 std::string FusedMoEFwdOp::roof_key() const {
   return "tensor_core.bf16";
 }

@@ -266,6 +266,25 @@ class OpEmitter {
     return nullptr;
   }
 
+  // Op::dtype() for an op that takes a dtype at construction: the parameter named `dtype`, else
+  // the first `torch.dtype` (or `torch.dtype | None`) parameter.
+  void dtype_override(Code& c) {
+    const auto is_dtype = [](const ParamType& t) {
+      return t.tag == ParamType::Tag::dtype ||
+             (t.tag == ParamType::Tag::optional && t.inner->tag == ParamType::Tag::dtype);
+    };
+    const ParamDecl* chosen = nullptr;
+    for (const auto& p : op_.params) {
+      if (!is_dtype(p.type)) continue;
+      if (chosen == nullptr || p.name == "dtype") chosen = &p;
+    }
+    if (chosen == nullptr) return;
+    c.line("/// The `" + chosen->name + "` parameter.");
+    c.open("std::optional<::tileops::DType> dtype() const override");
+    c.line("return params_." + chosen->name + ";");
+    c.close();
+  }
+
   void base_class(Code& c) {
     c.line("/// The generated base of " + name_ +
            ": typed construction and call, and the signature");
@@ -345,6 +364,7 @@ class OpEmitter {
     c.close();
     c.line();
     c.line("const Params& params() const { return params_; }");
+    dtype_override(c);
     c.line();
     c.dedent();
     c.line(" private:");

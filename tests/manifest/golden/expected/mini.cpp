@@ -32,8 +32,8 @@ const ::tileops::OpSchema& MiniMatmulFwdOp_schema() {
     s.family = "mini";
     s.status = "spec-only";
     s.ref_api = "torch.matmul";
-    s.doc = "y = x @ w with an optional bias: a bool type family (w may be transposed), a Dim solved from one\ninput and checked against another, an optional input whose DType index exists only when it is\npassed, an `X | None` param, a fixed tuple param, a let, dtype_combos and an explicit bytes.";
-    s.source = "golden/mini.yaml:6";
+    s.doc = "y = x @ w with an optional bias: a bool type family (w may be transposed), a Dim solved from one\ninput and checked against another, an optional input whose DType index exists only when it is\npassed, an `X | None` param, a fixed tuple param, a `torch.dtype | None` param (Op::dtype()), a\nlet, dtype_combos and an explicit bytes.";
+    s.source = "golden/mini.yaml:7";
     s.indices = {
       {"M", "Dim"},
       {"K", "Dim"},
@@ -48,6 +48,7 @@ const ::tileops::OpSchema& MiniMatmulFwdOp_schema() {
       {.name = "transpose", .type = "bool", .has_default = true, .default_value = ::tileops::Value(false), .kw_only = true},
       {.name = "alpha", .type = "float | None", .has_default = true, .default_value = ::tileops::Value(::tileops::NoneValue{})},
       {.name = "tile", .type = "tuple[int, int]", .has_default = true, .default_value = ::tileops::Value(::tileops::Sizes{64, 64})},
+      {.name = "out_dtype", .type = "torch.dtype | None", .has_default = true, .default_value = ::tileops::Value(::tileops::NoneValue{}), .kw_only = true},
     };
     s.inputs = {
       {.name = "x", .dtype = "T", .shape = "[M, K]", .contiguous = true},
@@ -112,16 +113,17 @@ void MiniMatmulFwdOp_check_params(const void* params) {
   m.emplace("transpose", ::tileops::Value(p.transpose));
   m.emplace("alpha", p.alpha ? ::tileops::Value(*p.alpha) : ::tileops::Value(::tileops::NoneValue{}));
   m.emplace("tile", ::tileops::Value(p.tile));
+  m.emplace("out_dtype", p.out_dtype ? ::tileops::Value(*p.out_dtype) : ::tileops::Value(::tileops::NoneValue{}));
   return m;
 }
 
 MiniMatmulFwdOpParams MiniMatmulFwdOp_params_from_map(const ::tileops::ParamMap& m) {
   [[maybe_unused]] static constexpr std::string_view kOp = "MiniMatmulFwdOp";
-  static constexpr std::string_view kNames[] = {"transpose", "alpha", "tile"};
+  static constexpr std::string_view kNames[] = {"transpose", "alpha", "tile", "out_dtype"};
   for (const auto& [name, value] : m) {
     bool known = false;
     for (std::string_view n : kNames) known = known || n == name;
-    if (!known) ex::fail_param(kOp, name, "is unknown (parameters: transpose, alpha, tile)");
+    if (!known) ex::fail_param(kOp, name, "is unknown (parameters: transpose, alpha, tile, out_dtype)");
   }
   MiniMatmulFwdOpParams p;
   if (auto it = m.find("transpose"); it != m.end()) {
@@ -136,6 +138,13 @@ MiniMatmulFwdOpParams MiniMatmulFwdOp_params_from_map(const ::tileops::ParamMap&
   }
   if (auto it = m.find("tile"); it != m.end()) {
     p.tile = ex::value_to<::tileops::Sizes>(it->second, kOp, "tile", "tuple[int, int]");
+  }
+  if (auto it = m.find("out_dtype"); it != m.end()) {
+    if (std::holds_alternative<::tileops::NoneValue>(it->second)) {
+      p.out_dtype = std::nullopt;
+    } else {
+      p.out_dtype = ex::value_to<::tileops::DType>(it->second, kOp, "out_dtype", "torch.dtype | None");
+    }
   }
   return p;
 }
@@ -521,7 +530,7 @@ const ::tileops::OpSchema& MiniSplitFwdOp_schema() {
     s.status = "spec-only";
     s.ref_api = "";
     s.doc = "Splits x [*S, 2 * D] into halves lo and hi and accumulates into acc: a Shape splice, an affine\naxis, a mutated input, two outputs (one with buffer: out), an enum param, a construction-time\ntensor solving an index, and a composition.";
-    s.source = "golden/mini.yaml:54";
+    s.source = "golden/mini.yaml:56";
     s.indices = {
       {"S", "Shape"},
       {"D", "Dim"},

@@ -21,12 +21,14 @@ namespace tileops::gen {
 
 /// y = x @ w with an optional bias: a bool type family (w may be transposed), a Dim solved from one
 /// input and checked against another, an optional input whose DType index exists only when it is
-/// passed, an `X | None` param, a fixed tuple param, a let, dtype_combos and an explicit bytes.
-/// Parameters of MiniMatmulFwdOp (manifest order; golden/mini.yaml:6).
+/// passed, an `X | None` param, a fixed tuple param, a `torch.dtype | None` param (Op::dtype()), a
+/// let, dtype_combos and an explicit bytes.
+/// Parameters of MiniMatmulFwdOp (manifest order; golden/mini.yaml:7).
 struct MiniMatmulFwdOpParams {
   bool transpose = false;  // bool, kw_only
   std::optional<double> alpha = std::nullopt;  // float | None
   ::tileops::Sizes tile = ::tileops::Sizes{64, 64};  // tuple[int, int]
+  std::optional<::tileops::DType> out_dtype = std::nullopt;  // torch.dtype | None, kw_only
 };
 
 namespace detail {
@@ -65,6 +67,10 @@ class MiniMatmulFwdOpBase : public ::tileops::Op {
   }
 
   const Params& params() const { return params_; }
+  /// The `out_dtype` parameter.
+  std::optional<::tileops::DType> dtype() const override {
+    return params_.out_dtype;
+  }
 
  private:
   ::tileops::SignatureCall check_call(const ::tileops::CallArgs& a) const final {
@@ -81,7 +87,7 @@ class MiniMatmulFwdOpBase : public ::tileops::Op {
 /// Splits x [*S, 2 * D] into halves lo and hi and accumulates into acc: a Shape splice, an affine
 /// axis, a mutated input, two outputs (one with buffer: out), an enum param, a construction-time
 /// tensor solving an index, and a composition.
-/// Parameters of MiniSplitFwdOp (manifest order; golden/mini.yaml:54).
+/// Parameters of MiniSplitFwdOp (manifest order; golden/mini.yaml:56).
 struct MiniSplitFwdOpParams {
   /// how acc combines the halves
   std::string mode = std::string("sum");  // 'sum' | 'max'
