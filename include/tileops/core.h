@@ -8,3 +8,4 @@
 #include "tileops/core/error.h"
 #include "tileops/core/half.h"
 #include "tileops/core/tensor.h"
+#include "tileops/core/value.h"

@@ -7,7 +7,6 @@
 
 #include <fmt/format.h>
 
-#include "kernel/implementation_table.h"
 #include "op/call_stack.h"
 
 namespace tileops {
@@ -37,29 +36,19 @@ void Op::construct(void (*check_params)(const void* params), const void* params,
   check_params(params);
   param_values_ = std::move(param_values);
   // (3) the implementation table: in-tree kernel types merged with backends' ones.
-  installed_ = class_->kernel_types;
+  std::vector<ImplementationInfo> installed = class_->kernel_types;
   for (auto& extra : registered_kernel_types(name())) {
-    const bool clash = std::any_of(installed_.begin(), installed_.end(),
+    const bool clash = std::any_of(installed.begin(), installed.end(),
                                    [&](const auto& k) { return k.key == extra.key; });
     if (clash) {
       throw BackendError(
           fmt::format("{}: a backend registered kernel type '{}', which reuses a key the op has",
                       name(), extra.key));
     }
-    installed_.push_back(std::move(extra));
+    installed.push_back(std::move(extra));
   }
-  const auto problems = detail::check_implementation_table(name(), class_->interfaces, installed_);
-  if (!problems.empty()) throw DispatchError(fmt::format("{}", fmt::join(problems, "; ")));
-  slots_.resize(class_->interfaces.size());
-  for (std::size_t i = 0; i < class_->interfaces.size(); ++i) {
-    slots_[i].info = &class_->interfaces[i];
-    for (const auto& impl : installed_) {
-      if (impl.interface_type == class_->interfaces[i].type) {
-        slots_[i].implementations.push_back(&impl);
-      }
-    }
-    slots_[i].preferred = detail::preference_closure(slots_[i].implementations);
-  }
+  kernels_.install(name(), class_->interfaces, std::move(installed),
+                   [this](Kernel& kernel) { after_build(kernel); });
   // (4) a unique instance key, never reused in the process.
   instance_key_ = fmt::format("{}#{}", name(), ++g_instance_counter);
   // (5) empty state: the binding and running groups start empty (member initialisers).
@@ -346,11 +335,8 @@ void Op::reset_binding() {
     serving_name_.clear();
     builder_ = nullptr;
     target_kernels_.clear();
-    for (auto& slot : slots_) {
-      slot.cache.reset();
-      slot.built.clear();
-    }
   }
+  kernels_.reset();
   for (Op* sub : held_delegates()) sub->reset_binding();
 }
 
@@ -421,12 +407,7 @@ void collect_kernel(Kernel* kernel, std::vector<Kernel*>& out, std::set<Kernel*>
 std::vector<Kernel*> Op::iter_kernels() const {
   std::vector<Kernel*> out;
   std::set<Kernel*> seen;
-  {
-    std::shared_lock lock(binding_mutex_);
-    for (const auto& slot : slots_) {
-      for (const auto& [key, kernel] : slot.built) collect_kernel(kernel.get(), out, seen);
-    }
-  }
+  for (const auto& entry : kernels_.built()) collect_kernel(entry.get(), out, seen);
   for (const Op* sub : held_delegates()) {
     for (Kernel* k : sub->iter_kernels()) collect_kernel(k, out, seen);
   }
@@ -442,18 +423,16 @@ std::optional<std::string> Op::kernel_config() const {
 }
 
 std::vector<std::string> Op::built_entries(std::string_view interface) const {
-  std::shared_lock lock(binding_mutex_);
-  std::vector<std::string> out;
-  if (binding_state_.load() == Binding::target && builder_ != nullptr) {
-    for (const auto& [key, entry] : target_kernels_) out.push_back(key);
-    std::sort(out.begin(), out.end());
-    return out;
+  {
+    std::shared_lock lock(binding_mutex_);
+    if (binding_state_.load() == Binding::target && builder_ != nullptr) {
+      std::vector<std::string> out;
+      for (const auto& [key, entry] : target_kernels_) out.push_back(key);
+      std::sort(out.begin(), out.end());
+      return out;
+    }
   }
-  for (const auto& slot : slots_) {
-    if (slot.info->name != interface) continue;
-    for (const auto& [key, kernel] : slot.built) out.push_back(key);
-  }
-  return out;
+  return kernels_.built_entries(interface);
 }
 
 void Op::after_build(Kernel& kernel) {

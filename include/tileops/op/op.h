@@ -17,7 +17,6 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <typeindex>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -25,6 +24,7 @@
 #include "tileops/core/error.h"
 #include "tileops/core/tensor.h"
 #include "tileops/kernel/kernel.h"
+#include "tileops/kernel/kernel_table.h"
 #include "tileops/op/op_class.h"
 #include "tileops/op/schema.h"
 #include "tileops/op/signature_call.h"
@@ -141,37 +141,12 @@ class Op {
   virtual void run_forward(const SignatureCall& call, const CallArgs& args,
                            std::span<const Tensor> outputs) = 0;
 
-  struct EntryCacheBase {
-    virtual ~EntryCacheBase() = default;
-  };
-  template <class Request>
-  struct EntryCache : EntryCacheBase {
-    struct Hash {
-      std::size_t operator()(const Request& r) const { return r.hash(); }
-    };
-    std::unordered_map<Request, std::pair<std::shared_ptr<Kernel>, void*>, Hash> by_call;
-  };
-  struct InterfaceSlot {
-    const InterfaceInfo* info = nullptr;
-    std::vector<const ImplementationInfo*> implementations;
-    std::vector<std::vector<bool>> preferred;  // transitive preferred_over, by position
-    std::unique_ptr<EntryCacheBase> cache;     // binding group
-    std::vector<std::pair<std::string, std::shared_ptr<Kernel>>> built;  // binding group
-  };
   struct HeldDelegate {
     std::string stage;
     std::optional<std::string> identity;
     std::shared_ptr<Op> op;
   };
 
-  InterfaceSlot& slot_for(std::type_index iface) const;
-  // Selection on a miss, type-erased over the call spec.
-  const ImplementationInfo& select(const InterfaceSlot& slot, const void* call,
-                                   const CallSpec& base, const DeviceFacts& facts,
-                                   const std::string& call_str) const;
-  std::shared_ptr<Kernel> build_entry(InterfaceSlot& slot, const ImplementationInfo& impl,
-                                      const void* call, const CallSpec& base);
-  [[noreturn]] void fail_call_spec(const std::string& why) const;
   void after_build(Kernel& kernel);
   /// Holds `sub` under (stage, identity) and returns the instance held there: `sub`, or the one
   /// another thread held first (then `sub` is dropped).
@@ -209,8 +184,9 @@ class Op {
   Target target_;
   ParamMap param_values_;
   std::string instance_key_;
-  std::vector<ImplementationInfo> installed_;  // in-tree + backend kernel types
-  mutable std::vector<InterfaceSlot> slots_;
+  // Installed at construction (in-tree + backend kernel types); its caches are in the binding
+  // group.
+  mutable KernelTable kernels_;
 
   // ---- binding group (reset by reset_binding) ----
   mutable std::shared_mutex binding_mutex_;
@@ -232,48 +208,14 @@ class Op {
 
 template <class Iface>
 Iface& Op::kernel_for(const typename Iface::Request& call) {
-  using Request = typename Iface::Request;
-  InterfaceSlot& slot = slot_for(typeid(Iface));
-  {
-    std::shared_lock lock(binding_mutex_);
-    if (slot.cache) {
-      auto& by_call = static_cast<EntryCache<Request>*>(slot.cache.get())->by_call;
-      if (auto it = by_call.find(call); it != by_call.end()) {
-        pin(it->second.first);  // under the lock: an undo cannot free it in between
-        return *static_cast<Iface*>(it->second.second);
-      }
-    }
-  }
-  if (call.facts) {
-    fail_call_spec("the call spec states device facts; only key_for accepts them");
-  }
-  const std::string call_str = call.str();
-  std::unique_lock lock(binding_mutex_);
-  if (!slot.cache) slot.cache = std::make_unique<EntryCache<Request>>();
-  auto& by_call = static_cast<EntryCache<Request>*>(slot.cache.get())->by_call;
-  if (auto it = by_call.find(call); it != by_call.end()) {
-    pin(it->second.first);
-    return *static_cast<Iface*>(it->second.second);
-  }
-  const DeviceFacts facts = detail::device_facts(call.device);
-  const ImplementationInfo& impl = select(slot, &call, call, facts, call_str);
-  std::shared_ptr<Kernel> entry = build_entry(slot, impl, &call, call);
-  auto* iface = dynamic_cast<Iface*>(entry.get());
-  if (iface == nullptr) {
-    throw DispatchError(std::string(name()) + ": implementation '" + impl.key +
-                        "' built an entry that does not implement interface '" +
-                        std::string(Iface::name) + "'");
-  }
-  pin(entry);
-  by_call.emplace(call, std::make_pair(std::move(entry), static_cast<void*>(iface)));
-  return *iface;
+  KernelHandle<Iface> handle = kernels_.get<Iface>(call);
+  pin(std::move(handle.owner));
+  return *handle.entry;
 }
 
 template <class Iface>
 std::string Op::key_for(const typename Iface::Request& call) const {
-  const InterfaceSlot& slot = slot_for(typeid(Iface));
-  const DeviceFacts facts = call.facts ? *call.facts : detail::device_facts(call.device);
-  return select(slot, &call, call, facts, call.str()).key;
+  return kernels_.key_for<Iface>(call);
 }
 
 template <class SubOp>

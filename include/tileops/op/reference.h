@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "tileops/core/tensor.h"
-#include "tileops/op/value.h"
+#include "tileops/core/value.h"
 
 namespace tileops {
 

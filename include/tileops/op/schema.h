@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "tileops/op/value.h"
+#include "tileops/core/value.h"
 
 namespace tileops {
 

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "tileops/core/device.h"
+#include "tileops/core/value.h"
 #include "tileops/op/schema.h"
-#include "tileops/op/value.h"
 
 namespace tileops {
 

@@ -14,7 +14,7 @@
 #include "tileops/core/device.h"
 #include "tileops/core/dtype.h"
 #include "tileops/core/tensor.h"
-#include "tileops/op/value.h"
+#include "tileops/core/value.h"
 
 namespace tileops {
 

@@ -8,8 +8,8 @@
 #include <variant>
 #include <vector>
 
+#include "tileops/core/value.h"
 #include "tileops/op/reference.h"
-#include "tileops/op/value.h"
 
 namespace tileops {
 namespace {

@@ -2,8 +2,8 @@
 #include <cmath>
 #include <variant>
 
+#include "tileops/core/value.h"
 #include "tileops/op/reference.h"
-#include "tileops/op/value.h"
 
 namespace tileops {
 namespace {

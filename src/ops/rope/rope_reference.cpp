@@ -4,7 +4,7 @@
 #include <variant>
 
 #include "tileops/op/reference.h"
-#include "tileops/op/value.h"
+#include "tileops/core/value.h"
 #include "tileops/ops/rope.h"
 
 namespace tileops {

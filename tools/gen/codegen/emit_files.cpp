@@ -25,11 +25,11 @@ std::string family_header(const std::string& family, const std::string& source,
       "\n"
       "#include \"tileops/core/dtype.h\"\n"
       "#include \"tileops/core/tensor.h\"\n"
+      "#include \"tileops/core/value.h\"\n"
       "#include \"tileops/op/op.h\"\n"
       "#include \"tileops/op/op_class.h\"\n"
       "#include \"tileops/op/schema.h\"\n"
       "#include \"tileops/op/signature_call.h\"\n"
-      "#include \"tileops/op/value.h\"\n"
       "#include \"tileops/target/target.h\"\n"
       "\n"
       "namespace tileops::gen {\n\n";

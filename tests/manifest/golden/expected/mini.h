@@ -10,11 +10,11 @@
 
 #include "tileops/core/dtype.h"
 #include "tileops/core/tensor.h"
+#include "tileops/core/value.h"
 #include "tileops/op/op.h"
 #include "tileops/op/op_class.h"
 #include "tileops/op/schema.h"
 #include "tileops/op/signature_call.h"
-#include "tileops/op/value.h"
 #include "tileops/target/target.h"
 
 namespace tileops::gen {

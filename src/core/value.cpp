@@ -1,4 +1,4 @@
-#include "tileops/op/value.h"
+#include "tileops/core/value.h"
 
 #include <fmt/format.h>
 
