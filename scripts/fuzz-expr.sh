@@ -18,14 +18,14 @@ gen=$root/tools/gen
 
 mkdir -p "$build/corpus" "$build/crashes"
 sources=(
-  "$gen/fuzz/fuzz_expr.cpp" "$gen/dtypes.cpp" "$gen/float_repr.cpp"
+  "$gen/fuzz/fuzz_expr.cpp" "$gen/dtypes.cpp" "$root/src/core/float_repr.cpp"
   "$gen/expr/ast.cpp" "$gen/expr/checker.cpp" "$gen/expr/emit_cpp.cpp" "$gen/expr/eval.cpp"
   "$gen/expr/kind.cpp" "$gen/expr/lexer.cpp" "$gen/expr/parser.cpp" "$gen/expr/simplify.cpp"
 )
 echo "fuzz-expr: building $build/fuzz_expr with $cxx"
 "$cxx" -std=c++20 -O1 -g -fno-omit-frame-pointer \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -I"$gen" "${sources[@]}" -o "$build/fuzz_expr"
+  -I"$gen" -I"$root/src" "${sources[@]}" -o "$build/fuzz_expr"
 
 echo "fuzz-expr: running for ${seconds}s"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \

@@ -1,4 +1,4 @@
-// Internal: the contracts of an implementation table (DESIGN.md §5; digest §3.2, §4.3).
+// Internal: the contracts of an implementation table (docs/design/op-base.md, "Kernel selection").
 #pragma once
 
 #include <string>

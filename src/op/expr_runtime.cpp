@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/float_repr.h"
+
 namespace tileops::expr {
 
 namespace {
@@ -162,21 +164,7 @@ std::string repr(std::int64_t v) {
 }
 
 std::string repr(double v) {
-  // Python's repr: shortest round-trip digits, fixed-point for exponents in [-4, 16).
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
-  char buf[64];
-  int prec = 1;
-  for (; prec <= 17; ++prec) {
-    std::snprintf(buf, sizeof buf, "%.*e", prec - 1, v);
-    if (std::strtod(buf, nullptr) == v) break;
-  }
-  const char* e = std::strchr(buf, 'e');
-  const int exp = e ? std::atoi(e + 1) : 0;
-  if (exp >= -4 && exp < 16) {
-    std::snprintf(buf, sizeof buf, "%.*f", prec - 1 - exp > 1 ? prec - 1 - exp : 1, v);
-  }
-  return buf;
+  return float_repr(v);
 }
 
 std::string repr(bool v) {

@@ -24,4 +24,9 @@ void Diagnostics::print(std::ostream& os) const {
   for (const auto& d : sorted()) os << d.file << ":" << d.line << ": " << d.message << "\n";
 }
 
+std::string expr_message(const std::string& where, const std::string& text, int col,
+                         const std::string& msg) {
+  return where + " \"" + text + "\", column " + std::to_string(col) + ": " + msg;
+}
+
 }  // namespace tgen

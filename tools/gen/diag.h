@@ -26,4 +26,8 @@ class Diagnostics {
   std::vector<Diagnostic> list_;
 };
 
+/// Message text for an expression error: `where "text", column N: message`.
+std::string expr_message(const std::string& where, const std::string& text, int col,
+                         const std::string& msg);
+
 }  // namespace tgen

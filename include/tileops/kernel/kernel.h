@@ -1,5 +1,5 @@
 // Kernels, kernel interfaces, call specs and implementation descriptors: the vocabulary of
-// in-tree kernel selection (DESIGN.md §5). An op declares its interfaces and its
+// in-tree kernel selection (docs/design/op-base.md). An op declares its interfaces and its
 // implementations; Op::kernel_for selects exactly one implementation per call spec and caches
 // what it builds.
 #pragma once
@@ -105,17 +105,29 @@ struct ImplementationInfo {
 
 namespace detail {
 template <class T>
-concept HasDevices = requires { T::devices(); };
+concept HasDevices = requires {
+  T::devices();
+};
 template <class T>
-concept HasArchs = requires { T::supported_archs(); };
+concept HasArchs = requires {
+  T::supported_archs();
+};
 template <class T>
-concept HasRefusal = requires(const typename T::Request& c) { T::refusal(c); };
+concept HasRefusal = requires(const typename T::Request& c) {
+  T::refusal(c);
+};
 template <class T>
-concept HasGeneral = requires { T::general; };
+concept HasGeneral = requires {
+  T::general;
+};
 template <class T>
-concept HasPreferred = requires { T::preferred_over(); };
+concept HasPreferred = requires {
+  T::preferred_over();
+};
 template <class T>
-concept HasEntryFor = requires(const typename T::Request& c) { T::entry_for(c); };
+concept HasEntryFor = requires(const typename T::Request& c) {
+  T::entry_for(c);
+};
 }  // namespace detail
 
 /// Declares a kernel interface: `Iface::name` (a string view) and `Iface::Request` (the call
@@ -163,7 +175,8 @@ ImplementationInfo implementation(std::string key, std::string class_name) {
     if constexpr (detail::HasEntryFor<Impl>) {
       return Impl::entry_for(c);
     } else {
-      return EntryPlan{c.str(), [c] { return std::static_pointer_cast<Kernel>(std::make_shared<Impl>(c)); }};
+      return EntryPlan{c.str(),
+                       [c] { return std::static_pointer_cast<Kernel>(std::make_shared<Impl>(c)); }};
     }
   };
   info.source = "in-tree";

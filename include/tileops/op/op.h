@@ -1,5 +1,5 @@
 // The Op base class: construction, the seven steps of a call, kernel selection and caching,
-// targets, composite sub-ops, call records, roofline, tuning and undo (DESIGN.md §4-6).
+// targets, composite sub-ops, call records, roofline, tuning and undo (docs/design/op-base.md).
 //
 // An op class derives from the base tileops-gen generates from its manifest entry
 // (tileops/gen/<family>.h), which derives from Op and supplies the typed constructor, the typed

@@ -1,5 +1,5 @@
 // Hardware profiles: the peak copy bandwidth and compute rates a roofline is measured against
-// (DESIGN.md §8). A profile is either a datasheet (the H200), a measurement saved by
+// (docs/perf/README.md). A profile is either a datasheet (the H200), a measurement saved by
 // `tileops calibrate`, or, for a device with neither, a quick probe run at first use.
 #pragma once
 

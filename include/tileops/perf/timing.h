@@ -1,5 +1,6 @@
 // Timing a callable on a device: wall-clock on the CPU, CUDA events with an L2 flush between
-// iterations on a GPU (DESIGN.md §8). Used by `tileops bench` and tuning.
+// iterations on a GPU (docs/perf/README.md, "How a figure is measured"). Used by `tileops bench`
+// and tuning.
 #pragma once
 
 #include <functional>

@@ -1,6 +1,6 @@
 #include "expr/ast.h"
 
-#include "float_repr.h"
+#include "core/float_repr.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -114,7 +114,7 @@ std::string to_source(const Expr& e) {
     case ExprOp::int_lit:
       return std::to_string(e.ival);
     case ExprOp::float_lit:
-      return float_repr(e.fval);
+      return tileops::float_repr(e.fval);
     case ExprOp::bool_lit:
       return e.bval ? "True" : "False";
     case ExprOp::none_lit:

@@ -1,4 +1,5 @@
-// The checker of manifest expressions: name resolution and kinds (digest §2.3).
+// The checker of manifest expressions: name resolution and kinds (docs/design/manifest.md,
+// "Expressions").
 #pragma once
 
 #include <string>

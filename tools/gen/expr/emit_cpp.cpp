@@ -4,7 +4,7 @@
 #include <cstdlib>
 
 #include "dtypes.h"
-#include "float_repr.h"
+#include "core/float_repr.h"
 
 namespace tgen {
 
@@ -32,7 +32,7 @@ std::string cpp_string(std::string_view text) {
 }
 
 std::string cpp_double(double v) {
-  return float_repr(v);
+  return tileops::float_repr(v);
 }
 
 std::string cpp_dtype(std::string_view name) {

@@ -6,7 +6,7 @@
 #include <cstdlib>
 
 #include "dtypes.h"
-#include "float_repr.h"
+#include "core/float_repr.h"
 
 namespace tgen {
 
@@ -38,7 +38,7 @@ std::string repr(const EValue& value) {
     std::string operator()(const NoneValue&) const { return "None"; }
     std::string operator()(bool b) const { return b ? "True" : "False"; }
     std::string operator()(std::int64_t i) const { return std::to_string(i); }
-    std::string operator()(double d) const { return float_repr(d); }
+    std::string operator()(double d) const { return tileops::float_repr(d); }
     std::string operator()(const std::string& s) const { return "'" + s + "'"; }
     std::string operator()(const Seq& s) const {
       std::string out = "[";

@@ -1,4 +1,5 @@
-// Kinds of manifest expressions (DESIGN.md §3; digest §2.3): what a value is at build time.
+// Kinds of manifest expressions (docs/design/manifest.md, "Expressions"): what a value is at build
+// time.
 #pragma once
 
 #include <cstdint>

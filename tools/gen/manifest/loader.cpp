@@ -12,11 +12,6 @@ namespace tgen {
 
 namespace {
 
-std::string expr_message(const std::string& where, const std::string& text, int col,
-                         const std::string& msg) {
-  return where + " \"" + text + "\", column " + std::to_string(col) + ": " + msg;
-}
-
 class FileLoader {
  public:
   FileLoader(std::string path, std::vector<std::string> lines, std::string source_prefix,

@@ -1,5 +1,5 @@
-// The solve-order planner (digest §3.3): fixes, at build time, the order in which a call's
-// dtypes and axes solve indices or are checked, independent of declaration order.
+// The solve-order planner (docs/design/manifest.md, "Solve order"): fixes, at build time, the order
+// in which a call's dtypes and axes solve indices or are checked, independent of declaration order.
 #pragma once
 
 #include <map>

@@ -13,11 +13,6 @@
 
 namespace tgen {
 
-std::string expr_message(const std::string& where, const std::string& text, int col,
-                         const std::string& msg) {
-  return where + " \"" + text + "\", column " + std::to_string(col) + ": " + msg;
-}
-
 namespace {
 
 constexpr std::size_t kMaxCombos = 256;

@@ -1,4 +1,4 @@
-#include "float_repr.h"
+#include "core/float_repr.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
-namespace tgen {
+namespace tileops {
 
 std::string float_repr(double v) {
   if (std::isnan(v)) return "nan";
@@ -25,4 +25,4 @@ std::string float_repr(double v) {
   return buf;
 }
 
-}  // namespace tgen
+}  // namespace tileops
