@@ -11,7 +11,31 @@
 
 namespace tileops::cuda_kernels::vec {
 
-// (uint4, uint2, unsigned int or unsigned short) and is converted to and from fp32 word by word.
+// fp32 <-> T for the element types of the kernels (float, __half, __nv_bfloat16), rounding to
+// nearest even.
+template <typename T>
+__device__ __forceinline__ T round_to(float v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __float2bfloat16_rn(v);
+  } else {
+    static_assert(std::is_same_v<T, __half>);
+    return __float2half_rn(v);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ float to_float(T v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __bfloat162float(v);
+  } else {
+    static_assert(std::is_same_v<T, __half>);
+    return __half2float(v);
+  }
+}
 
 template <int Bytes>
 struct RawOf;

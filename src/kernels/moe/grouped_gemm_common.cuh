@@ -11,6 +11,7 @@
 #include <string>
 #include <type_traits>
 
+#include "kernels/cuda_vectors.cuh"
 #include "kernels/moe/moe_cuda.h"
 #include "tileops/core/dtype.h"
 
@@ -169,23 +170,8 @@ __device__ __forceinline__ float gated(int act, float g, float u) {
   return (act == kActSilu ? silu_f(g) : gelu_tanh_f(g)) * u;
 }
 
-template <typename T>
-__device__ __forceinline__ T to_t(float v) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return __float2bfloat16_rn(v);
-  } else {
-    return __float2half_rn(v);
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ float from_t(T v) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return __bfloat162float(v);
-  } else {
-    return __half2float(v);
-  }
-}
+using vec::round_to;
+using vec::to_float;
 
 // Stores (v0, v1) at columns (col, col + 1) of the row starting at `row` (col is even). `pair`:
 // one 4-byte store is allowed (n_out even and c 4-byte aligned).
@@ -199,8 +185,8 @@ __device__ __forceinline__ void store_pair(T* row, int64_t col, int64_t n_out, b
       *reinterpret_cast<__half2*>(row + col) = __floats2half2_rn(v0, v1);
     }
   } else {
-    if (col < n_out) row[col] = to_t<T>(v0);
-    if (col + 1 < n_out) row[col + 1] = to_t<T>(v1);
+    if (col < n_out) row[col] = round_to<T>(v0);
+    if (col + 1 < n_out) row[col + 1] = round_to<T>(v1);
   }
 }
 

@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(kSimtThreads) grouped_gemm_simt_kernel(const G
         const int kk = idx % kSimtBK;
         float v = 0.f;
         if (r < ti.rows && k0 + kk < K)
-          v = from_t<T>(a_tile[static_cast<int64_t>(r) * K + k0 + kk]);
+          v = to_float<T>(a_tile[static_cast<int64_t>(r) * K + k0 + kk]);
         As[kk][r] = v;
       }
 #pragma unroll
@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(kSimtThreads) grouped_gemm_simt_kernel(const G
           ok = n < p.N;
         }
         float v = 0.f;
-        if (ok && k0 + kk < K) v = from_t<T>(b_expert[n * K + k0 + kk]);
+        if (ok && k0 + kk < K) v = to_float<T>(b_expert[n * K + k0 + kk]);
         Bs[kk][r] = v;
       }
       __syncthreads();
@@ -118,13 +118,13 @@ __global__ void __launch_bounds__(kSimtThreads) grouped_gemm_simt_kernel(const G
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
           const int64_t col = static_cast<int64_t>(ti.n_tile) * (kSimtBN / 2) + tx + 16 * j;
-          if (col < p.n_out) crow[col] = to_t<T>(gated(p.act, acc[i][j], acc[i][j + 2]));
+          if (col < p.n_out) crow[col] = round_to<T>(gated(p.act, acc[i][j], acc[i][j + 2]));
         }
       } else {
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           const int64_t col = static_cast<int64_t>(ti.n_tile) * kSimtBN + tx + 16 * j;
-          if (col < p.n_out) crow[col] = to_t<T>(acc[i][j]);
+          if (col < p.n_out) crow[col] = round_to<T>(acc[i][j]);
         }
       }
     }

@@ -19,6 +19,7 @@
 #include <string>
 #include <type_traits>
 
+#include "kernels/cuda_vectors.cuh"
 #include "tileops/core/error.h"
 
 namespace tileops::cuda_kernels {
@@ -40,16 +41,7 @@ struct RouteParams {
   float scaling;
 };
 
-template <typename L>
-__device__ __forceinline__ float to_float(L v) {
-  if constexpr (std::is_same_v<L, float>) {
-    return v;
-  } else if constexpr (std::is_same_v<L, __nv_bfloat16>) {
-    return __bfloat162float(v);
-  } else {
-    return __half2float(v);
-  }
-}
+using vec::to_float;
 
 // Larger key = selected first: c descending, then e ascending. Never 0.
 __device__ __forceinline__ unsigned long long selection_key(float c, int e) {

@@ -18,6 +18,8 @@ using vec::load_nc;
 using vec::load_once;
 using vec::pack;
 using vec::Raw;
+using vec::round_to;
+using vec::to_float;
 using vec::unpack;
 
 // Plain (weak, coherent for the thread) global load: y may alias x, a thread may re-read what it
@@ -57,28 +59,6 @@ __device__ __forceinline__ float scalar_nc(const T* p) {
   float f[1];
   unpack<T, 1>(load_nc<T, 1>(p), f);
   return f[0];
-}
-
-template <typename T>
-__device__ __forceinline__ T round_to(float v) {
-  if constexpr (std::is_same_v<T, float>) {
-    return v;
-  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return __float2bfloat16_rn(v);
-  } else {
-    return __float2half_rn(v);
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ float to_float(T v) {
-  if constexpr (std::is_same_v<T, float>) {
-    return v;
-  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return __bfloat162float(v);
-  } else {
-    return __half2float(v);
-  }
 }
 
 // Sum of v over the tpr threads of one row group (tpr: 8, 16, 32 or a multiple of 32; groups are
