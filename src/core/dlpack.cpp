@@ -79,6 +79,8 @@ DLDataType to_dl_dtype(DType dtype) {
 #else
       unsupported_export(dtype);
 #endif
+    case DType::float64:
+      return make(kDLFloat, 64);
   }
   unsupported_export(dtype);
 }
@@ -95,6 +97,7 @@ DType from_dl_dtype(const DLDataType& t) {
   }
   switch (t.code) {
     case kDLFloat:
+      if (t.bits == 64) return DType::float64;
       if (t.bits == 32) return DType::float32;
       if (t.bits == 16) return DType::float16;
       break;
@@ -124,7 +127,7 @@ DType from_dl_dtype(const DLDataType& t) {
       break;
   }
   throw SignatureError("from_dlpack: unsupported dtype " + describe_dl_dtype(t) +
-                       " (tileops has float32, float16, bfloat16, int8/16/32/64, uint8" +
+                       " (tileops has float64, float32, float16, bfloat16, int8/16/32/64, uint8" +
                        (TILEOPS_DLPACK_HAS_BOOL ? ", bool" : "") +
                        (TILEOPS_DLPACK_HAS_FLOAT8 ? ", float8_e4m3fn" : "") + ")");
 }

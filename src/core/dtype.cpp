@@ -7,11 +7,11 @@ namespace tileops {
 namespace {
 
 constexpr std::array<std::string_view, kNumDTypes> kDTypeNames = {
-    "float32", "float16", "bfloat16", "float8_e4m3fn", "int8",
-    "int16",   "int32",   "int64",    "uint8",         "bool",
+    "float32", "float16", "bfloat16", "float8_e4m3fn", "int8",    "int16",
+    "int32",   "int64",   "uint8",    "bool",          "float64",
 };
 
-static_assert(static_cast<int>(DType::bool_) + 1 == kNumDTypes);
+static_assert(static_cast<int>(DType::float64) + 1 == kNumDTypes);
 
 }  // namespace
 

@@ -22,8 +22,8 @@ struct TypeTag {
 
 template <class T>
 inline constexpr bool kIsFloatStorage =
-    std::is_same_v<T, float> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16> ||
-    std::is_same_v<T, Float8E4M3FN>;
+    std::is_same_v<T, double> || std::is_same_v<T, float> || std::is_same_v<T, Half> ||
+    std::is_same_v<T, BFloat16> || std::is_same_v<T, Float8E4M3FN>;
 
 template <class T>
 inline constexpr bool kIsIntStorage = std::is_integral_v<T>;
@@ -64,11 +64,36 @@ TILEOPS_HOST_DEVICE inline D from_f32(float v) noexcept {
   }
 }
 
+/// A float element as a double: exact for every float dtype; integers rounded to nearest.
+template <class S>
+TILEOPS_HOST_DEVICE inline double to_f64(S v) noexcept {
+  if constexpr (std::is_same_v<S, double>) {
+    return v;
+  } else if constexpr (kIsFloatStorage<S> || std::is_same_v<S, BoolByte>) {
+    return static_cast<double>(to_f32(v));
+  } else {
+    return static_cast<double>(v);
+  }
+}
+
+/// A double as a float element: float64 keeps it, float32 rounds once; the narrower ones round
+/// through float32 (a double rounding that can differ from a direct one in the last bit).
+template <class D>
+TILEOPS_HOST_DEVICE inline D from_f64(double v) noexcept {
+  if constexpr (std::is_same_v<D, double>) {
+    return v;
+  } else {
+    return from_f32<D>(static_cast<float>(v));
+  }
+}
+
 /// One element converted; only for kConvertible<D, S>.
 template <class D, class S>
 TILEOPS_HOST_DEVICE inline D convert_element(S v) noexcept {
   if constexpr (std::is_same_v<D, S>) {
     return v;
+  } else if constexpr (std::is_same_v<D, double> || std::is_same_v<S, double>) {
+    return from_f64<D>(to_f64(v));
   } else if constexpr (kIsFloatStorage<D>) {
     return from_f32<D>(to_f32(v));
   } else {
@@ -100,6 +125,8 @@ inline void visit_dtype(DType dtype, F&& f) {
       return f(TypeTag<std::uint8_t>{});
     case DType::bool_:
       return f(TypeTag<BoolByte>{});
+    case DType::float64:
+      return f(TypeTag<double>{});
   }
 }
 

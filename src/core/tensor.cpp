@@ -55,6 +55,8 @@ const char* element_type_of(DType dtype) {
       return "uint8_t";
     case DType::bool_:
       return "bool";
+    case DType::float64:
+      return "double";
   }
   return "?";
 }

@@ -91,7 +91,7 @@ std::vector<double> Tensor::to_vector() const {
     const auto* p = static_cast<const T*>(c.data_ptr());
     for (std::size_t k = 0; k < n; ++k) {
       if constexpr (detail::kIsFloatStorage<T>) {
-        out[k] = static_cast<double>(detail::to_f32(p[k]));
+        out[k] = detail::to_f64(p[k]);
       } else if constexpr (std::is_same_v<T, detail::BoolByte>) {
         out[k] = p[k].value != 0 ? 1.0 : 0.0;
       } else {

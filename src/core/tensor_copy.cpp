@@ -272,6 +272,8 @@ void encode_scalar(double value, DType dtype, void* out, const char* what) {
     }
   };
   switch (dtype) {
+    case DType::float64:
+      return store(value);
     case DType::float32:
       return store(static_cast<float>(value));
     case DType::float16:
@@ -307,7 +309,7 @@ double load_scalar(const void* p, DType dtype) noexcept {
     T v;
     std::memcpy(&v, p, sizeof(T));
     if constexpr (kIsFloatStorage<T>) {
-      result = static_cast<double>(to_f32(v));
+      result = to_f64(v);
     } else if constexpr (std::is_same_v<T, BoolByte>) {
       result = v.value != 0 ? 1.0 : 0.0;
     } else {

@@ -92,7 +92,7 @@ Tensor generate(Sizes sizes, DType dtype, Device device, MakeValueAt make_value_
       for (std::uint64_t i = begin; i < end; ++i) {
         const double v = value_at(i);
         if constexpr (detail::kIsFloatStorage<T>) {
-          p[i] = detail::from_f32<T>(static_cast<float>(v));
+          p[i] = detail::from_f64<T>(v);
         } else if constexpr (std::is_integral_v<T>) {
           p[i] = static_cast<T>(v);
         }

@@ -31,8 +31,9 @@ constexpr std::array<DTypeRow, kNumDTypes> kDTypes = {{
     {"int64", 64, "int"},
     {"uint8", 8, "int"},
     {"bool", 8, "bool"},
+    {"float64", 64, "float"},
 }};
-static_assert(static_cast<int>(DType::bool_) + 1 == kNumDTypes);
+static_assert(static_cast<int>(DType::float64) + 1 == kNumDTypes);
 
 const DTypeRow& row(DType d) {
   const auto i = static_cast<std::size_t>(d);

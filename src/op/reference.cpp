@@ -45,6 +45,8 @@ double tolerance_for(DType dtype) {
       return 1.6e-2;
     case DType::float8_e4m3fn:
       return 1.25e-1;
+    case DType::float64:
+      return 1e-12;
     default:
       return 0.0;
   }

@@ -24,9 +24,26 @@ using tileops::Tensor;
 using tileops::testing_helpers::error_message;
 using SigErr = tileops::SignatureError;
 
-constexpr DType kAllDTypes[] = {
-    DType::float32, DType::float16, DType::bfloat16, DType::float8_e4m3fn, DType::int8,
-    DType::int16,   DType::int32,   DType::int64,    DType::uint8,         DType::bool_};
+constexpr DType kAllDTypes[] = {DType::float32,       DType::float16, DType::bfloat16,
+                                DType::float8_e4m3fn, DType::int8,    DType::int16,
+                                DType::int32,         DType::int64,   DType::uint8,
+                                DType::bool_,         DType::float64};
+
+TEST(TensorBasics, Float64KeepsADoubleExactly) {
+  // 1 + 2^-40 is not a float: float64 storage, element access and conversions keep it.
+  const double v = 1.0 + 0x1p-40;
+  Tensor t = Tensor::full({3}, v, DType::float64);
+  EXPECT_EQ(t.item_at({1}), v);
+  EXPECT_EQ(t.data<double>()[2], v);
+  t.set_at({0}, -v);
+  EXPECT_EQ(t.to_vector()[0], -v);
+  EXPECT_EQ(t.to(DType::float64).item_at({0}), -v);
+  EXPECT_EQ(t.to(DType::float32).item_at({1}), 1.0);  // rounded once to float
+  EXPECT_EQ(Tensor::full({1}, 0.1, DType::float32).to(DType::float64).item_at({0}),
+            static_cast<double>(0.1f));
+  EXPECT_EQ(Tensor::arange(4, DType::int64).to(DType::float64).item_at({3}), 3.0);
+  EXPECT_THROW((void)t.data<float>(), SigErr);
+}
 
 TEST(TensorBasics, UndefinedTensor) {
   const Tensor t;

@@ -14,6 +14,7 @@ const std::vector<DTypeInfo>& all_dtypes() {
       {"int64", "int64", 64, "int"},
       {"uint8", "uint8", 8, "int"},
       {"bool", "bool_", 8, "bool"},
+      {"float64", "float64", 64, "float"},
   };
   return table;
 }

@@ -21,10 +21,11 @@ enum class DType : std::uint8_t {
   int64,
   uint8,
   bool_,
+  float64,
 };
 
 /// Number of DType enumerators (for tables indexed by dtype).
-inline constexpr int kNumDTypes = 10;
+inline constexpr int kNumDTypes = 11;
 
 /// What kind of values a dtype holds; the manifest's `category(...)` primitive returns this.
 enum class DTypeCategory : std::uint8_t { float_, int_, bool_ };
@@ -46,6 +47,7 @@ constexpr std::size_t element_size(DType dtype) noexcept {
     case DType::int16:
       return 2;
     case DType::int64:
+    case DType::float64:
       return 8;
     case DType::float8_e4m3fn:
     case DType::int8:
@@ -62,6 +64,7 @@ constexpr DTypeCategory dtype_category(DType dtype) noexcept {
     case DType::float16:
     case DType::bfloat16:
     case DType::float8_e4m3fn:
+    case DType::float64:
       return DTypeCategory::float_;
     case DType::bool_:
       return DTypeCategory::bool_;

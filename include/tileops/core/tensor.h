@@ -134,6 +134,8 @@ inline StoragePtr::~StoragePtr() {
 template <class T>
 struct DTypeOf;  // no definition: T is not an element type
 template <>
+struct DTypeOf<double> : std::integral_constant<DType, DType::float64> {};
+template <>
 struct DTypeOf<float> : std::integral_constant<DType, DType::float32> {};
 template <>
 struct DTypeOf<Half> : std::integral_constant<DType, DType::float16> {};
@@ -237,7 +239,9 @@ constexpr bool data_type_matches(DType dtype) noexcept {
 /// The C++ spelling of an element type, for error messages.
 template <class T>
 constexpr const char* element_type_name() noexcept {
-  if constexpr (std::is_same_v<T, float>)
+  if constexpr (std::is_same_v<T, double>)
+    return "double";
+  else if constexpr (std::is_same_v<T, float>)
     return "float";
   else if constexpr (std::is_same_v<T, Half>)
     return "tileops::Half";

@@ -29,7 +29,7 @@ struct LongRopeCall : CallSpec {
 
 /// The kernel interface of LongRoPE. Contract: x and y contiguous [batch, seq, heads, 2R] of
 /// `dtype` on `device` (y may be x: in place); positions nullptr or contiguous [batch, seq] of
-/// positions_dtype; inv_freq [R] doubles on `device` (carried as the bits of an int64 tensor); attention_scaling multiplies cos and sin.
+/// positions_dtype; inv_freq [R] float64 on `device`; attention_scaling multiplies cos and sin.
 class LongRopeInterface {
  public:
   static constexpr std::string_view name = "long_rope";
@@ -54,8 +54,7 @@ class LongRoPEFwdOp final : public gen::LongRoPEFwdOpBase<LongRoPEFwdOp> {
   void forward(const SignatureCall& call, const Tensor& x, const Tensor& positions,
                const Tensor& y);
 
-  /// inv_freq[i] = 1 / (rescale_factors[i] * base^(2i / D)): [R] doubles on the CPU, carried as
-  /// the bits of an int64 tensor (the library has no float64 dtype).
+  /// inv_freq[i] = 1 / (rescale_factors[i] * base^(2i / D)): [R] float64 on the CPU.
   const Tensor& inv_freq() const { return inv_freq_; }
   /// The amplitude applied to cos and sin (given, or derived from the context lengths).
   double attention_scaling() const { return attention_scaling_; }

@@ -28,7 +28,7 @@ void long_rope_rows(const Tensor& x, const Tensor* positions, const Tensor& inv_
                     const Tensor& y, std::int64_t batch, std::int64_t seq, std::int64_t heads,
                     float scale) {
   const std::int64_t half = inv_freq.numel();
-  const auto* inv = reinterpret_cast<const double*>(inv_freq.data<std::int64_t>());
+  const auto* inv = inv_freq.data<double>();
   const T* xp = x.data<T>();
   T* yp = y.data<T>();
   const std::int64_t tokens = batch * seq;
@@ -59,8 +59,8 @@ void long_rope_rows(const Tensor& x, const Tensor* positions, const Tensor& inv_
 }  // namespace
 
 void LongRopeCpu::forward(const Tensor& x, const Tensor* positions, const Tensor& inv_freq,
-                          const Tensor& y, std::int64_t batch, std::int64_t seq,
-                          std::int64_t heads, double attention_scaling) {
+                          const Tensor& y, std::int64_t batch, std::int64_t seq, std::int64_t heads,
+                          double attention_scaling) {
   cpu::dispatch_float(call_.dtype, "long_rope_cpu", [&](auto tag) {
     long_rope_rows<decltype(tag)>(x, positions, inv_freq, y, batch, seq, heads,
                                   static_cast<float>(attention_scaling));

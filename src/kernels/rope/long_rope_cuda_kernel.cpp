@@ -47,7 +47,7 @@ void LongRopeCuda::forward(const Tensor& x, const Tensor* positions, const Tenso
   args.y = y.data_ptr();
   args.positions = positions != nullptr ? positions->data_ptr() : nullptr;
   args.positions_dtype = call_.positions_dtype;
-  args.inv_freq = reinterpret_cast<const double*>(inv_freq.data_ptr());
+  args.inv_freq = static_cast<const double*>(inv_freq.data_ptr());  // float64 on the device
   args.batch = batch;
   args.seq = seq;
   args.heads = heads;
@@ -83,11 +83,11 @@ void LongRopeCuda::forward(const Tensor& x, const Tensor* positions, const Tenso
         scratch = Tensor::empty(y.sizes(), y.dtype(), y.device());
         trial.y = scratch.data_ptr();
       }
-      const std::string key = tuning_key(
-          "long_rope", fmt::format("{}|b{} s{} h{}", call_.str(), batch, seq, heads));
-      const std::size_t best =
-          tune_by_timing(key, names, call_.device.index, stream,
-                         [&](std::size_t i) { cuda_kernels::launch_long_rope(trial, space[i], stream); });
+      const std::string key =
+          tuning_key("long_rope", fmt::format("{}|b{} s{} h{}", call_.str(), batch, seq, heads));
+      const std::size_t best = tune_by_timing(
+          key, names, call_.device.index, stream,
+          [&](std::size_t i) { cuda_kernels::launch_long_rope(trial, space[i], stream); });
       it->second = Chosen{space[best], true};
     }
     config = it->second.config;

@@ -40,19 +40,19 @@ LongRoPEFwdOp::LongRoPEFwdOp(Params params, Target target)
   const std::vector<double> factors = this->params().rescale_factors.to_vector();
   const auto half = static_cast<std::int64_t>(factors.size());
   const double head_dim = 2.0 * static_cast<double>(half);
-  // The library has no float64 dtype: the doubles travel as the bits of an int64 tensor.
-  inv_freq_ = Tensor::empty({half}, DType::int64);
-  auto* inv = reinterpret_cast<double*>(inv_freq_.data<std::int64_t>());
+  inv_freq_ = Tensor::empty({half}, DType::float64);
+  auto* inv = inv_freq_.data<double>();
   for (std::int64_t i = 0; i < half; ++i) {
     inv[i] = 1.0 / (factors[static_cast<std::size_t>(i)] *
                     std::pow(this->params().base, 2.0 * static_cast<double>(i) / head_dim));
   }
-  attention_scaling_ =
-      this->params().attention_scaling.value_or(long_rope_default_scaling(
-          this->params().max_position_embeddings, this->params().original_max_position_embeddings));
+  attention_scaling_ = this->params().attention_scaling.value_or(long_rope_default_scaling(
+      this->params().max_position_embeddings, this->params().original_max_position_embeddings));
 }
 
-std::vector<InterfaceInfo> LongRoPEFwdOp::interfaces() { return {interface<LongRopeInterface>()}; }
+std::vector<InterfaceInfo> LongRoPEFwdOp::interfaces() {
+  return {interface<LongRopeInterface>()};
+}
 
 std::vector<ImplementationInfo> LongRoPEFwdOp::kernel_types() {
   std::vector<ImplementationInfo> table;
