@@ -1,5 +1,5 @@
-// The position-encoding family: LongRoPEFwdOp (manifest/rope.yaml), its kernel interface and
-// call spec.
+// The position-encoding family: LongRoPEFwdOp (manifest/rope.yaml). Its kernel contract is
+// tileops/kernel/rope.h.
 #pragma once
 
 #include <cstdint>
@@ -10,35 +10,10 @@
 #include <vector>
 
 #include "tileops/gen/rope.h"
-#include "tileops/kernel/kernel.h"
+#include "tileops/kernel/rope.h"
 #include "tileops/op/op.h"
 
 namespace tileops {
-
-/// The call spec of the LongRoPE kernels. x is [batch, seq, heads, 2 * half_dim] (the 'sd'
-/// layout is batch = heads = 1).
-struct LongRopeCall : CallSpec {
-  DType dtype = DType::float32;
-  bool has_positions = false;
-  DType positions_dtype = DType::int64;
-  std::int64_t half_dim = 0;
-  friend bool operator==(const LongRopeCall&, const LongRopeCall&) = default;
-  std::size_t hash() const;
-  std::string str() const;
-};
-
-/// The kernel interface of LongRoPE. Contract: x and y contiguous [batch, seq, heads, 2R] of
-/// `dtype` on `device` (y may be x: in place); positions nullptr or contiguous [batch, seq] of
-/// positions_dtype; inv_freq [R] float64 on `device`; attention_scaling multiplies cos and sin.
-class LongRopeInterface {
- public:
-  static constexpr std::string_view name = "long_rope";
-  using Request = LongRopeCall;
-  virtual ~LongRopeInterface() = default;
-  virtual void forward(const Tensor& x, const Tensor* positions, const Tensor& inv_freq,
-                       const Tensor& y, std::int64_t batch, std::int64_t seq, std::int64_t heads,
-                       double attention_scaling) = 0;
-};
 
 /// LongRoPE (Phi-3) rotary embedding, neox rotation; see manifest/rope.yaml for the exact
 /// definition.

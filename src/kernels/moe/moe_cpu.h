@@ -2,7 +2,7 @@
 // checks the values it depends on (ids, offsets, indices) and raises SignatureError for bad ones.
 #pragma once
 
-#include "tileops/ops/moe.h"
+#include "tileops/kernel/moe.h"
 
 namespace tileops {
 

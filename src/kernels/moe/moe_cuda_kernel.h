@@ -9,7 +9,7 @@
 #include <optional>
 
 #include "kernels/moe/moe_cuda.h"
-#include "tileops/ops/moe.h"
+#include "tileops/kernel/moe.h"
 
 namespace tileops {
 

@@ -1,7 +1,7 @@
 // Internal: the CPU implementation of the rms_norm interface (the general one).
 #pragma once
 
-#include "tileops/ops/norm.h"
+#include "tileops/kernel/norm.h"
 
 namespace tileops {
 

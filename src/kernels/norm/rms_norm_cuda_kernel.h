@@ -9,7 +9,7 @@
 #include <string>
 
 #include "kernels/norm/rms_norm_cuda.h"
-#include "tileops/ops/norm.h"
+#include "tileops/kernel/norm.h"
 
 namespace tileops {
 

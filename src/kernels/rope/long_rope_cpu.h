@@ -1,7 +1,7 @@
 // Internal: the CPU implementation of the long_rope interface (the general one).
 #pragma once
 
-#include "tileops/ops/rope.h"
+#include "tileops/kernel/rope.h"
 
 namespace tileops {
 

@@ -10,7 +10,7 @@
 #include <tuple>
 
 #include "kernels/rope/long_rope_cuda.h"
-#include "tileops/ops/rope.h"
+#include "tileops/kernel/rope.h"
 
 namespace tileops {
 

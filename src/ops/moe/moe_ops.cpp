@@ -10,13 +10,6 @@ namespace tileops {
 
 namespace {
 
-template <class... V>
-std::size_t hash_of(const Device& device, const V&... values) {
-  std::size_t seed = std::hash<Device>{}(device);
-  (hash_combine(seed, std::hash<V>{}(values)), ...);
-  return seed;
-}
-
 /// Runs `body` on `out` when it is contiguous, else on a contiguous scratch copied into it.
 template <class Body>
 void write_contiguous(const Tensor& out, Body&& body) {
@@ -29,60 +22,7 @@ void write_contiguous(const Tensor& out, Body&& body) {
   out.copy_(scratch);
 }
 
-std::string_view activation_name(MoeActivation a) {
-  switch (a) {
-    case MoeActivation::none:
-      return "none";
-    case MoeActivation::silu_and_mul:
-      return "silu_and_mul";
-    case MoeActivation::gelu_and_mul:
-      return "gelu_and_mul";
-  }
-  return "?";
-}
-
 }  // namespace
-
-MoeActivation moe_activation(std::string_view name) {
-  if (name == "none") return MoeActivation::none;
-  if (name == "silu_and_mul") return MoeActivation::silu_and_mul;
-  if (name == "gelu_and_mul") return MoeActivation::gelu_and_mul;
-  throw SignatureError(fmt::format(
-      "unknown MoE activation '{}' (expected none, silu_and_mul or gelu_and_mul)", name));
-}
-
-std::size_t MoeRoutingCall::hash() const {
-  return hash_of(device, tokens, experts, top_k, static_cast<int>(logits_dtype), sigmoid,
-                 renormalize, has_bias);
-}
-std::string MoeRoutingCall::str() const {
-  return fmt::format(
-      "MoeRoutingCall(tokens={}, experts={}, top_k={}, logits={}, scoring={}, renormalize={}, "
-      "bias={}, device={})",
-      tokens, experts, top_k, dtype_name(logits_dtype), sigmoid ? "sigmoid" : "softmax",
-      renormalize, has_bias, device.str());
-}
-
-std::size_t MoePermuteCall::hash() const {
-  return hash_of(device, tokens, hidden, top_k, num_experts, rows, static_cast<int>(dtype),
-                 has_map);
-}
-std::string MoePermuteCall::str() const {
-  return fmt::format(
-      "MoePermuteCall(tokens={}, hidden={}, top_k={}, num_experts={}, rows={}, dtype={}, map={}, "
-      "device={})",
-      tokens, hidden, top_k, num_experts, rows, dtype_name(dtype), has_map, device.str());
-}
-
-std::size_t GroupedGemmCall::hash() const {
-  return hash_of(device, rows, n, k, experts, static_cast<int>(dtype),
-                 static_cast<int>(activation));
-}
-std::string GroupedGemmCall::str() const {
-  return fmt::format(
-      "GroupedGemmCall(rows={}, n={}, k={}, experts={}, dtype={}, activation={}, device={})", rows,
-      n, k, experts, dtype_name(dtype), activation_name(activation), device.str());
-}
 
 // ---- MoETopKRoutingFwdOp -------------------------------------------------------------------
 

@@ -1,0 +1,42 @@
+// The kernel contract of the normalization family: the call spec and the interface every RMSNorm
+// implementation (in-tree or a backend's kernel type) serves. Kernel code includes this header,
+// never the op header (docs/design/op-base.md, "Kernel selection").
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "tileops/core/tensor.h"
+#include "tileops/kernel/kernel.h"
+
+namespace tileops {
+
+/// The call spec of the RMSNorm kernels: rows × cols with one weight of cols, plain or with the
+/// fused residual add.
+struct RmsNormCall : CallSpec {
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  DType dtype = DType::float32;
+  bool fused_add = false;
+  friend bool operator==(const RmsNormCall&, const RmsNormCall&) = default;
+  std::size_t hash() const;
+  std::string str() const;
+};
+
+/// The kernel interface both norm ops call. Contract:
+///  - x: [rows, cols], dtype `dtype`, inner stride 1 (rows may be strided), on `device`;
+///  - residual: nullptr for plain RMSNorm; else [rows, cols] like x, read and written in place
+///    (residual <- T(x + residual), then normalized);
+///  - weight: [cols], contiguous; y: [rows, cols], inner stride 1; y may be x (same memory).
+class RmsNormInterface {
+ public:
+  static constexpr std::string_view name = "rms_norm";
+  using Request = RmsNormCall;
+  virtual ~RmsNormInterface() = default;
+  virtual void forward(const Tensor& x, const Tensor* residual, const Tensor& weight,
+                       const Tensor& y, double eps) = 0;
+};
+
+}  // namespace tileops
