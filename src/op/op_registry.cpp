@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "kernel/implementation_table.h"
+#include "dispatch/implementation_table.h"
 #include "tileops/core/error.h"
 #include "tileops/op/op.h"
 #include "tileops/op/op_class.h"

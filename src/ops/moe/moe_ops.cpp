@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "kernels/moe/moe_cpu.h"
-#include "kernels/moe/moe_cuda_kernel.h"
+#include "kernels/moe/moe_cuda_adapter.h"
 #include "tileops/ops/moe.h"
 
 namespace tileops {

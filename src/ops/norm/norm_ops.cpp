@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "kernels/norm/rms_norm_cpu.h"
-#include "kernels/norm/rms_norm_cuda_kernel.h"
+#include "kernels/norm/rms_norm_cuda_adapter.h"
 #include "ops/rows_view.h"
 #include "tileops/ops/norm.h"
 

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "kernels/rope/long_rope_cpu.h"
-#include "kernels/rope/long_rope_cuda_kernel.h"
+#include "kernels/rope/long_rope_cuda_adapter.h"
 #include "tileops/ops/rope.h"
 
 namespace tileops {

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "kernel/implementation_table.h"
+#include "dispatch/implementation_table.h"
 #include "tileops/target/target.h"
 
 namespace tileops {

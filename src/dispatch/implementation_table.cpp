@@ -1,4 +1,4 @@
-#include "kernel/implementation_table.h"
+#include "dispatch/implementation_table.h"
 
 #include <algorithm>
 #include <map>
