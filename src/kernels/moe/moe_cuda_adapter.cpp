@@ -4,7 +4,6 @@
 
 #include <vector>
 
-#include "kernels/cuda_tuning.h"
 #include "tileops/core/cuda.h"
 
 namespace tileops {
@@ -91,12 +90,12 @@ ck::GroupedGemmArgs GroupedGemmCuda::shape_args() const {
   return args;
 }
 
-GroupedGemmCuda::GroupedGemmCuda(const GroupedGemmCall& call)
-    : call_(call), config_(ck::grouped_gemm_default_config(shape_args(), call.device.index)) {}
+GroupedGemmCuda::GroupedGemmCuda(const GroupedGemmCall& call) : call_(call) {
+  configs_.preset(0, ck::grouped_gemm_default_config(shape_args(), call.device.index));
+}
 
 std::string GroupedGemmCuda::config() const {
-  std::lock_guard lock(mutex_);
-  return config_.str() + (tuned_ ? " (tuned)" : "");
+  return configs_.describe();
 }
 
 std::vector<std::string> GroupedGemmCuda::tuning_space() const {
@@ -114,23 +113,16 @@ void GroupedGemmCuda::forward(const Tensor& a, const Tensor& offsets, const Tens
   args.expert_offsets = offsets.data<std::int32_t>();
   args.b = b.data_ptr();
   args.c = c.data_ptr();
-  void* stream = cuda_current_stream(call_.device.index);
-  ck::GroupedGemmConfig config;
-  {
-    std::lock_guard lock(mutex_);
-    if (tune_requested() && !tuned_) {
-      // Every candidate writes the same c (the call's own output): harmless.
-      const auto space = ck::grouped_gemm_tuning_space(args, call_.device.index);
-      std::vector<std::string> names;
-      for (const auto& s : space) names.push_back(s.str());
-      const std::size_t best = tune_by_timing(
-          tuning_key("moe_grouped_gemm", call_.str()), names, call_.device.index, stream,
-          [&](std::size_t i) { ck::launch_grouped_gemm(args, space[i], stream); });
-      config_ = space[best];
-      tuned_ = true;
-    }
-    config = config_;
-  }
+  const int device = call_.device.index;
+  void* stream = cuda_current_stream(device);
+  const auto config = configs_.choose(
+      0, tune_requested(), [&] { return ck::grouped_gemm_default_config(args, device); },
+      [&] {
+        // Every candidate writes the same c (the call's own output): harmless.
+        return tune_among("moe_grouped_gemm", call_.str(),
+                          ck::grouped_gemm_tuning_space(args, device), device, stream,
+                          [&](const auto& cfg) { ck::launch_grouped_gemm(args, cfg, stream); });
+      });
   ck::launch_grouped_gemm(args, config, stream);
 }
 

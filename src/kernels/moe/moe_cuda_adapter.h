@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "kernels/moe/moe_cuda.h"
+#include "kernels/tuned_launch.h"
 #include "tileops/kernel/moe.h"
 
 namespace tileops {
@@ -66,9 +67,8 @@ class GroupedGemmCuda final : public Kernel, public GroupedGemmInterface {
   cuda_kernels::GroupedGemmArgs shape_args() const;
 
   GroupedGemmCall call_;
-  mutable std::mutex mutex_;
-  cuda_kernels::GroupedGemmConfig config_;
-  bool tuned_ = false;
+  // One key: an entry serves one call spec, whose shape the configuration depends on.
+  TunedConfigs<int, cuda_kernels::GroupedGemmConfig> configs_;
 };
 
 }  // namespace tileops

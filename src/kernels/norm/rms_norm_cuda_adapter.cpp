@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <vector>
 
-#include "kernels/cuda_tuning.h"
 #include "tileops/core/cuda.h"
 
 namespace tileops {
@@ -20,14 +19,19 @@ std::optional<std::string> RmsNormCuda::refusal(const RmsNormCall& call) {
 
 RmsNormCuda::RmsNormCuda(const RmsNormCall& call)
     : call_(call),
-      config_(cuda_kernels::rms_norm_default_config(call.rows, call.cols, call.dtype,
-                                                    call.fused_add, call.device.index)),
       fallback_(cuda_kernels::rms_norm_fallback_config(call.rows, call.cols, call.dtype,
-                                                       call.fused_add, call.device.index)) {}
+                                                       call.fused_add, call.device.index)) {
+  configs_.preset(0, default_config());
+}
+
+cuda_kernels::RmsNormConfig RmsNormCuda::default_config() const {
+  return cuda_kernels::rms_norm_default_config(call_.rows, call_.cols, call_.dtype, call_.fused_add,
+                                               call_.device.index);
+}
 
 std::string RmsNormCuda::config() const {
+  std::string out = configs_.describe();
   std::lock_guard lock(mutex_);
-  std::string out = config_.str() + (tuned_ ? " (tuned)" : "");
   if (last_call_fallback_) out += "; the last call ran " + fallback_.str() + ": " + last_refusal_;
   return out;
 }
@@ -41,7 +45,8 @@ std::vector<std::string> RmsNormCuda::tuning_space() const {
   return out;
 }
 
-void RmsNormCuda::tune(const cuda_kernels::RmsNormArgs& args, void* stream) {
+cuda_kernels::RmsNormConfig RmsNormCuda::tune(const cuda_kernels::RmsNormArgs& args,
+                                              void* stream) const {
   // The candidates that serve these arguments: the staged ones only on 16-byte aligned pointers
   // and row strides (the database key says which set was timed).
   std::vector<cuda_kernels::RmsNormConfig> space;
@@ -62,15 +67,9 @@ void RmsNormCuda::tune(const cuda_kernels::RmsNormArgs& args, void* stream) {
     scratch = Tensor::empty({args.rows, args.residual_row_stride}, call_.dtype, call_.device);
     trial.residual = scratch.data_ptr();
   }
-  const std::string key =
-      tuning_key("rms_norm", call_.str() + (staged_refused ? " unaligned" : ""));
-  std::vector<std::string> names;
-  for (const auto& c : space) names.push_back(c.str());
-  const std::size_t best = tune_by_timing(
-      key, names, call_.device.index, stream,
-      [&](std::size_t i) { cuda_kernels::launch_rms_norm(trial, space[i], stream); });
-  config_ = space[best];
-  tuned_ = true;
+  return tune_among("rms_norm", call_.str() + (staged_refused ? " unaligned" : ""), space,
+                    call_.device.index, stream,
+                    [&](const auto& c) { cuda_kernels::launch_rms_norm(trial, c, stream); });
 }
 
 void RmsNormCuda::forward(const Tensor& x, const Tensor* residual, const Tensor& weight,
@@ -88,20 +87,18 @@ void RmsNormCuda::forward(const Tensor& x, const Tensor* residual, const Tensor&
   args.eps = static_cast<float>(eps);
   args.dtype = call_.dtype;
   void* stream = cuda_current_stream(call_.device.index);
-  cuda_kernels::RmsNormConfig config;
+  cuda_kernels::RmsNormConfig config = configs_.choose(
+      0, tune_requested(), [&] { return default_config(); }, [&] { return tune(args, stream); });
+  // A staged configuration serves only aligned pointers and row strides: these arguments may not
+  // be (a view one element in, a padded row). config() says when the fallback ran.
+  std::string why = cuda_kernels::rms_norm_staged_refusal(args, config);
+  const bool fallback = !why.empty();
   {
     std::lock_guard lock(mutex_);
-    if (tune_requested() && !tuned_) tune(args, stream);
-    config = config_;
-    // A staged configuration serves only aligned pointers and row strides: these arguments may
-    // not be (a view one element in, a padded row). config() says when the fallback ran.
-    std::string why = cuda_kernels::rms_norm_staged_refusal(args, config);
-    last_call_fallback_ = !why.empty();
-    if (last_call_fallback_) {
-      config = fallback_;
-      last_refusal_ = std::move(why);
-    }
+    last_call_fallback_ = fallback;
+    if (fallback) last_refusal_ = std::move(why);
   }
+  if (fallback) config = fallback_;
   cuda_kernels::launch_rms_norm(args, config, stream);
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kernels/norm/rms_norm_cuda.h"
+#include "kernels/tuned_launch.h"
 #include "tileops/kernel/norm.h"
 
 namespace tileops {
@@ -27,14 +28,15 @@ class RmsNormCuda final : public Kernel, public RmsNormInterface {
   std::vector<std::string> tuning_space() const override;
 
  private:
-  void tune(const cuda_kernels::RmsNormArgs& args, void* stream);
+  cuda_kernels::RmsNormConfig default_config() const;
+  cuda_kernels::RmsNormConfig tune(const cuda_kernels::RmsNormArgs& args, void* stream) const;
 
   RmsNormCall call_;
-  mutable std::mutex mutex_;
-  cuda_kernels::RmsNormConfig config_;
-  const cuda_kernels::RmsNormConfig fallback_;  ///< for arguments a staged config_ cannot serve
-  bool tuned_ = false;
-  bool last_call_fallback_ = false;  ///< the last call ran fallback_, for last_refusal_
+  // One key: an entry serves one call spec (rows, cols, dtype, fused).
+  TunedConfigs<int, cuda_kernels::RmsNormConfig> configs_;
+  const cuda_kernels::RmsNormConfig fallback_;  ///< for arguments a staged config cannot serve
+  mutable std::mutex mutex_;                    ///< guards the two fields below
+  bool last_call_fallback_ = false;             ///< the last call ran fallback_, for last_refusal_
   std::string last_refusal_;
 };
 

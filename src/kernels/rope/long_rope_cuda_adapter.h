@@ -4,12 +4,11 @@
 
 #if TILEOPS_WITH_CUDA
 
-#include <map>
-#include <mutex>
 #include <optional>
 #include <tuple>
 
 #include "kernels/rope/long_rope_cuda.h"
+#include "kernels/tuned_launch.h"
 #include "tileops/kernel/rope.h"
 
 namespace tileops {
@@ -30,15 +29,9 @@ class LongRopeCuda final : public Kernel, public LongRopeInterface {
 
  private:
   using Shape = std::tuple<std::int64_t, std::int64_t, std::int64_t>;  // batch, seq, heads
-  struct Chosen {
-    cuda_kernels::LongRopeConfig config;
-    bool tuned = false;
-  };
 
   LongRopeCall call_;
-  mutable std::mutex mutex_;
-  std::map<Shape, Chosen> configs_;  // the configuration chosen per shape
-  Shape last_shape_{0, 0, 0};
+  TunedConfigs<Shape, cuda_kernels::LongRopeConfig> configs_;
 };
 
 }  // namespace tileops
