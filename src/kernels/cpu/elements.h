@@ -1,6 +1,8 @@
 // Internal: element types of the CPU kernels and the dtype dispatch over them.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <type_traits>
 
 #include <fmt/format.h>
@@ -10,9 +12,25 @@
 
 namespace tileops::cpu {
 
-inline float to_float(float v) { return v; }
-inline float to_float(Half v) { return v.to_float(); }
-inline float to_float(BFloat16 v) { return v.to_float(); }
+/// Every float16 value as float, indexed by its bits: a table lookup is several times faster
+/// than decoding the format with branches for subnormals and specials.
+inline const std::array<float, 65536> kHalfToFloat = [] {
+  std::array<float, 65536> table{};
+  for (std::uint32_t bits = 0; bits < table.size(); ++bits) {
+    table[bits] = half_to_float(static_cast<std::uint16_t>(bits));
+  }
+  return table;
+}();
+
+inline float to_float(float v) {
+  return v;
+}
+inline float to_float(Half v) {
+  return kHalfToFloat[v.bits];
+}
+inline float to_float(BFloat16 v) {
+  return v.to_float();
+}
 
 template <class T>
 T from_float(float v) {
