@@ -132,7 +132,7 @@ if ((ok)); then
   # inputs are tens of GB: scripts/moe-check.sh benches those).
   read -r -a bench_ops <<< "${GPU_CHECK_OPS:---all}"
   for f in "${our_flushes[@]}"; do
-    run "bench --flush $f" 180 bench.log -- "$tileops" bench "${bench_ops[@]}" --device cuda \
+    run "bench --flush $f" 360 bench.log -- "$tileops" bench "${bench_ops[@]}" --device cuda \
       --flush "$f" --format table --json "$logs/bench-$f.json"
   done
   if [[ -f bench/peers.py && "${GPU_CHECK_PEERS:-1}" != 0 ]]; then
