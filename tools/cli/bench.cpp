@@ -479,8 +479,8 @@ int run_bench(const BenchOptions& options) {
       fmt::print("# tileops {} bench on {}\n", TILEOPS_VERSION_STRING, device.str());
       fmt::print("# profile {}\n", profile_summary(profile));
       fmt::print(
-          "# median of timed calls ({}); est. = the call time estimated before the run; GB/s and "
-          "TFLOP/s from the manifest roofline; SOL = roofline bound / median\n",
+          "# median of timed calls ({}); est. = call time estimated before the run; GB/s, TFLOP/s "
+          "from the manifest roofline; SOL = roofline bound / median\n",
           device.is_cpu() ? "cpu wall clock"
                           : fmt::format("cuda events, L2 flushed ({})", options.flush));
       if (options.tune) fmt::print("# tuned mode: request_tune() before each op's first call\n");

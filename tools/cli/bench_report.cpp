@@ -12,7 +12,7 @@ namespace tileops::cli {
 namespace {
 
 // The impl cell of the narrow table: at most this many characters.
-constexpr std::size_t kImplWidth = 24;
+constexpr std::size_t kImplWidth = 20;
 
 double gbps(const CaseResult& r) {
   return r.timed ? r.roofline.bytes / r.timing.median_s / 1e9 : kNaN;
@@ -21,16 +21,29 @@ double tflops(const CaseResult& r) {
   return r.timed ? r.roofline.flops / r.timing.median_s / 1e12 : kNaN;
 }
 
-/// The first implementation key and how many more ("moe_grouped_gemm_cpu +2"), shortened.
+/// The first implementation key without its sub-op path and how many more
+/// ("moe_routing_cpu +3"), shortened.
 std::string short_impl(const std::string& impl) {
   const auto comma = impl.find(',');
   std::string first = impl.substr(0, comma);
+  if (const auto slash = first.rfind('/'); slash != std::string::npos) first.erase(0, slash + 1);
   if (comma != std::string::npos) {
     const auto more = std::count(impl.begin(), impl.end(), ',');
     first += fmt::format(" +{}", more);
   }
   if (first.size() > kImplWidth) first = first.substr(0, kImplWidth - 2) + "..";
   return first;
+}
+
+/// An estimate to 3 significant digits ("29.2 s", "307 ms", "4.68 us"; "2077 s").
+std::string short_duration(double seconds) {
+  if (!std::isfinite(seconds)) return "-";
+  const auto sig = [](double v, const char* unit) {
+    return v >= 100 ? fmt::format("{:.0f} {}", v, unit) : fmt::format("{:.3g} {}", v, unit);
+  };
+  if (seconds < 1e-3) return sig(seconds * 1e6, "us");
+  if (seconds < 1.0) return sig(seconds * 1e3, "ms");
+  return sig(seconds, "s");
 }
 
 }  // namespace
@@ -120,7 +133,7 @@ Table display_table(const std::vector<CaseResult>& results, bool wide) {
         Cell::string(r.target),
         Cell::string(impl),
         Cell::num(median, format_duration(median)),
-        Cell::num(r.estimate_s, format_duration(r.estimate_s)),
+        Cell::num(r.estimate_s, short_duration(r.estimate_s)),
         Cell::num(gbps(r), format_rate(gbps(r))),
         Cell::num(tflops(r), format_rate(tflops(r))),
         Cell::num(r.sol, std::isfinite(r.sol) ? fmt::format("{:.1f}%", 100 * r.sol) : "-"),
