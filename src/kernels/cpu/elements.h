@@ -10,6 +10,15 @@
 #include "tileops/core/error.h"
 #include "tileops/core/half.h"
 
+// The library is compiled for the baseline x86-64 (SSE2). The inner loops of the CPU kernels
+// are also compiled for x86-64-v3 (AVX2, FMA, F16C) and the CPU picks its clone once, at load
+// (GCC's function multiversioning): a function marked so must not be inline.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define TILEOPS_CPU_CLONES [[gnu::target_clones("arch=x86-64-v3", "default")]]
+#else
+#define TILEOPS_CPU_CLONES
+#endif
+
 namespace tileops::cpu {
 
 /// Every float16 value as float, indexed by its bits: a table lookup is several times faster

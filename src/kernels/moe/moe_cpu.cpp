@@ -226,7 +226,7 @@ void to_float_rows(const T* src, std::int64_t ld_src, std::int64_t rows, std::in
   });
 }
 
-float dot(const float* a, const float* b, std::int64_t k) {
+[[gnu::always_inline]] inline float dot(const float* a, const float* b, std::int64_t k) {
   // Eight independent sums, which the compiler keeps in vector registers.
   float acc[8] = {};
   std::int64_t i = 0;
@@ -237,6 +237,28 @@ float dot(const float* a, const float* b, std::int64_t k) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
+/// acc[r * n] = a[r] . float(bj) for the m rows of a; brow is scratch of k floats.
+template <class T>
+[[gnu::always_inline]] inline void weight_row_dots(const float* a, std::int64_t m, const T* bj,
+                                                   std::int64_t k, float* brow, float* acc,
+                                                   std::int64_t n) {
+  for (std::int64_t i = 0; i < k; ++i) brow[i] = cpu::to_float(bj[i]);
+  for (std::int64_t r = 0; r < m; ++r) acc[r * n] = dot(a + r * k, brow, k);
+}
+
+TILEOPS_CPU_CLONES void dots_of(const float* a, std::int64_t m, const Half* bj, std::int64_t k,
+                                float* brow, float* acc, std::int64_t n) {
+  weight_row_dots(a, m, bj, k, brow, acc, n);
+}
+TILEOPS_CPU_CLONES void dots_of(const float* a, std::int64_t m, const BFloat16* bj, std::int64_t k,
+                                float* brow, float* acc, std::int64_t n) {
+  weight_row_dots(a, m, bj, k, brow, acc, n);
+}
+TILEOPS_CPU_CLONES void dots_of(const float* a, std::int64_t m, const float* bj, std::int64_t k,
+                                float* brow, float* acc, std::int64_t n) {
+  weight_row_dots(a, m, bj, k, brow, acc, n);
+}
+
 /// acc[m, n] = a[m, k] * b[n, k]^T for a few rows: threaded over the weight rows, each converted
 /// to float once.
 template <class T>
@@ -244,11 +266,7 @@ void few_rows_gemm(const float* a, std::int64_t m, const T* b, std::int64_t n, s
                    float* acc) {
   cpu::parallel_for(n, m * n * k, [&](std::int64_t begin, std::int64_t end) {
     std::vector<float> brow(static_cast<std::size_t>(k));
-    for (std::int64_t j = begin; j < end; ++j) {
-      const T* bj = b + j * k;
-      for (std::int64_t i = 0; i < k; ++i) brow[i] = cpu::to_float(bj[i]);
-      for (std::int64_t r = 0; r < m; ++r) acc[r * n + j] = dot(a + r * k, brow.data(), k);
-    }
+    for (std::int64_t j = begin; j < end; ++j) dots_of(a, m, b + j * k, k, brow.data(), acc + j, n);
   });
 }
 

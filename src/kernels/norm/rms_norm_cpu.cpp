@@ -16,7 +16,7 @@ constexpr std::int64_t kLanes = 16;
 /// row = float(x) (x + residual rounded to T when fused, written back to the residual); returns
 /// the sum of squares of row.
 template <class T>
-float load_row(const T* xr, T* rr, std::int64_t cols, float* row) {
+[[gnu::always_inline]] inline float load_row(const T* xr, T* rr, std::int64_t cols, float* row) {
   float partial[kLanes] = {};
   std::int64_t c = 0;
   const auto one = [&](std::int64_t i, float& acc) {
@@ -38,6 +38,28 @@ float load_row(const T* xr, T* rr, std::int64_t cols, float* row) {
   return sum;
 }
 
+/// One row: y = x (+ residual) normalized and scaled by w; `row` is scratch of `cols` floats.
+template <class T>
+[[gnu::always_inline]] inline void norm_row(const T* xr, T* rr, const float* w, T* yr,
+                                            std::int64_t cols, float eps, float* row) {
+  const float sum = load_row(xr, rr, cols, row);
+  const float inv = 1.0f / std::sqrt(sum / static_cast<float>(cols) + eps);
+  for (std::int64_t c = 0; c < cols; ++c) yr[c] = cpu::from_float<T>(row[c] * inv * w[c]);
+}
+
+TILEOPS_CPU_CLONES void row_of(const float* xr, float* rr, const float* w, float* yr,
+                               std::int64_t cols, float eps, float* row) {
+  norm_row(xr, rr, w, yr, cols, eps, row);
+}
+TILEOPS_CPU_CLONES void row_of(const Half* xr, Half* rr, const float* w, Half* yr,
+                               std::int64_t cols, float eps, float* row) {
+  norm_row(xr, rr, w, yr, cols, eps, row);
+}
+TILEOPS_CPU_CLONES void row_of(const BFloat16* xr, BFloat16* rr, const float* w, BFloat16* yr,
+                               std::int64_t cols, float eps, float* row) {
+  norm_row(xr, rr, w, yr, cols, eps, row);
+}
+
 template <class T>
 void rms_norm_rows(const Tensor& x, const Tensor* residual, const Tensor& weight, const Tensor& y,
                    float eps) {
@@ -55,11 +77,8 @@ void rms_norm_rows(const Tensor& x, const Tensor* residual, const Tensor& weight
   cpu::parallel_for(rows, rows * cols, [&](std::int64_t begin, std::int64_t end) {
     std::vector<float> row(static_cast<std::size_t>(cols));
     for (std::int64_t r = begin; r < end; ++r) {
-      const float sum =
-          load_row(xp + r * xs, rp != nullptr ? rp + r * rs : nullptr, cols, row.data());
-      const float inv = 1.0f / std::sqrt(sum / static_cast<float>(cols) + eps);
-      T* yr = yp + r * ys;
-      for (std::int64_t c = 0; c < cols; ++c) yr[c] = cpu::from_float<T>(row[c] * inv * w[c]);
+      row_of(xp + r * xs, rp != nullptr ? rp + r * rs : nullptr, w.data(), yp + r * ys, cols, eps,
+             row.data());
     }
   });
 }
