@@ -2,11 +2,14 @@
 // check against the reference, the progress line and the report (table, JSON, CSV).
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <mutex>
 #include <span>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -81,8 +84,8 @@ void check_case(const OpSchema& schema, const ParamMap& params, std::span<const 
                 const std::vector<std::pair<std::string, Tensor>>& written, const CheckPlan& plan,
                 CaseResult& r);
 
-/// The progress of a bench on stderr: on a terminal one line rewritten in place ('\r') while a
-/// case runs, then the case's line; otherwise one plain line per finished case.
+/// The progress of a bench on stderr: on a terminal one line rewritten in place ('\r') every
+/// second while a case runs, then the case's line; otherwise one plain line per finished case.
 class Progress {
  public:
   Progress(std::size_t cases, bool quiet, std::FILE* stream);
@@ -95,13 +98,20 @@ class Progress {
   std::vector<double> estimates;
 
  private:
-  std::string timing_text(std::size_t done) const;
+  /// "elapsed 12 s, ~40 s left" with `done` cases finished and the next running for
+  /// `running_for` seconds.
+  std::string timing_text(std::size_t done, double running_for = 0) const;
+  void stop_ticker();
   std::size_t cases_;
   bool quiet_;
   bool tty_;
   std::FILE* stream_;
   double started_;
-  double estimated_done_ = 0;  ///< estimated seconds of the finished cases
+  double estimated_done_ = 0;    ///< estimated seconds of the finished cases
+  double finished_elapsed_ = 0;  ///< seconds from the start to the last finished case
+  std::mutex mutex_;
+  std::condition_variable_any wake_;
+  std::jthread ticker_;  ///< rewrites the running case's line; last member: joined first
 };
 
 // ---- report ----------------------------------------------------------------------------------

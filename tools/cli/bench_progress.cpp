@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <numeric>
@@ -33,7 +34,7 @@ Progress::Progress(std::size_t cases, bool quiet, std::FILE* stream)
       stream_(stream),
       started_(now_s()) {}
 
-std::string Progress::timing_text(std::size_t done) const {
+std::string Progress::timing_text(std::size_t done, double running_for) const {
   const double elapsed = now_s() - started_;
   double known = 0;
   std::size_t n_known = 0;
@@ -44,12 +45,14 @@ std::string Progress::timing_text(std::size_t done) const {
     }
   }
   const double mean = n_known > 0 ? known / static_cast<double>(n_known) : kNaN;
+  // Calibrate the estimates by the finished cases once they amount to something measurable.
+  const double scale =
+      estimated_done_ > 0.5 && finished_elapsed_ > 0.5 ? finished_elapsed_ / estimated_done_ : 1.0;
   double left = 0;
   for (std::size_t k = done; k < estimates.size(); ++k) {
-    left += std::isfinite(estimates[k]) ? estimates[k] : mean;
+    const double e = (std::isfinite(estimates[k]) ? estimates[k] : mean) * scale;
+    left += k == done ? std::max(0.0, e - running_for) : e;  // the running case: what remains
   }
-  // Calibrate the estimates by the finished cases once they amount to something measurable.
-  if (estimated_done_ > 0.5 && elapsed > 0.5) left *= elapsed / estimated_done_;
   return fmt::format("elapsed {}, ~{} left", seconds_text(elapsed),
                      done >= estimates.size() ? "0 s" : seconds_text(left));
 }
@@ -58,18 +61,35 @@ void Progress::start(std::size_t k, const CaseResult& r, double estimate_s) {
   if (quiet_ || !tty_) return;
   const std::string est =
       std::isfinite(estimate_s) ? fmt::format(" (~{})", seconds_text(estimate_s)) : "";
-  // \r and erase-to-end-of-line: the line is rewritten in place.
-  fmt::print(stream_, "\r\x1b[Ktileops bench: [{}/{}] {} {}{} running; {}", k + 1, cases_, r.op,
-             r.case_id, est, timing_text(k));
-  std::fflush(stream_);
+  const std::string running =
+      fmt::format("tileops bench: [{}/{}] {} {}{} running; ", k + 1, cases_, r.op, r.case_id, est);
+  const double case_started = now_s();
+  ticker_ = std::jthread([this, k, running, case_started](const std::stop_token& stop) {
+    std::unique_lock lock(mutex_);
+    while (!stop.stop_requested()) {
+      // \r and erase-to-end-of-line: the line is rewritten in place.
+      fmt::print(stream_, "\r\x1b[K{}{}", running, timing_text(k, now_s() - case_started));
+      std::fflush(stream_);
+      wake_.wait_for(lock, stop, std::chrono::seconds(1), [] { return false; });
+    }
+  });
+}
+
+void Progress::stop_ticker() {
+  if (ticker_.joinable()) {
+    ticker_.request_stop();
+    ticker_.join();
+  }
 }
 
 void Progress::finish(std::size_t k, const CaseResult& r, double seconds) {
+  stop_ticker();
   if (std::isfinite(estimates[k])) {
     estimated_done_ += estimates[k];
   } else {
     estimated_done_ += seconds;  // an unknown estimate is taken as exact
   }
+  finished_elapsed_ = now_s() - started_;
   if (quiet_) return;
   fmt::print(stream_, "{}tileops bench: [{}/{}] {} {} on {}: {} {}{}; {}\n", tty_ ? "\r\x1b[K" : "",
              k + 1, cases_, r.op, r.case_id, r.device,

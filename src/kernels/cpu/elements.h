@@ -12,8 +12,10 @@
 
 // The library is compiled for the baseline x86-64 (SSE2). The inner loops of the CPU kernels
 // are also compiled for x86-64-v3 (AVX2, FMA, F16C) and the CPU picks its clone once, at load
-// (GCC's function multiversioning): a function marked so must not be inline.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+// (GCC's function multiversioning): a function marked so must not be inline. Not under the
+// sanitizers: their runtime is not ready when the loader runs the clones' resolvers.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define TILEOPS_CPU_CLONES [[gnu::target_clones("arch=x86-64-v3", "default")]]
 #else
 #define TILEOPS_CPU_CLONES
