@@ -88,11 +88,12 @@ CLI::App* add_bench_command(CLI::App& app, BenchOptions& options) {
       ->default_str("200");
   cmd->add_option("--json", options.json_path,
                   "Also write the results as JSON to this file (whatever --format is)");
-  cmd->add_flag("--tune", options.tune,
-                "Tuned mode: each op gets request_tune() before its first (untimed) call, so "
-                "kernels with a tuning space time their candidates on the case's inputs and keep "
-                "the fastest (remembered in the tuning database); the config column then ends in "
-                "\"(tuned)\". Only the CUDA kernels have tuning spaces.");
+  cmd->add_flag(
+      "--tune", options.tune,
+      "Tuned mode: each op gets request_tune() before its first (untimed) call, so "
+      "kernels with a tuning space time their candidates on the case's inputs and keep "
+      "the fastest (remembered in the tuning database); the kernel configuration (JSON/CSV, "
+      "--wide) then ends in \"(tuned)\". Only the CUDA kernels have tuning spaces.");
   cmd->add_option("--flush", options.flush,
                   "How the GPU timer overwrites its L2 flush buffer before each timed call: "
                   "memset (cudaMemsetAsync) or kernel (a kernel of 16-byte stores)")
