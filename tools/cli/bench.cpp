@@ -441,7 +441,10 @@ int run_bench(const BenchOptions& options) {
   const perf::HardwareProfile& profile = perf::profile_for(device);
   const std::vector<CasePlan> plans = plan_cases(cases, options, device, profile);
   Progress progress(cases.size(), options.quiet, stderr);
-  for (std::size_t k = 0; k < plans.size(); ++k) progress.estimates[k] = plans[k].estimate.case_s;
+  for (std::size_t k = 0; k < plans.size(); ++k) {
+    const bool runs = plans[k].skip_reason.empty() && plans[k].error.empty();
+    progress.estimates[k] = runs ? plans[k].estimate.case_s : 0.0;  // a skipped case takes no time
+  }
   for (std::size_t k = 0; k < cases.size(); ++k) {
     const auto& [schema, wc] = cases[k];
     const CasePlan& plan = plans[k];
