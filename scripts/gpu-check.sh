@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # The one command for an H200 (or any sm_90a GPU) machine with the dependencies installed:
-# configure with CUDA for sm_90a, build, run the GPU tests, calibrate the GPU profile, run
+# configure with CUDA for sm_90a, build, run the GPU tests, run them under compute-sanitizer
+# (scripts/gpu-sanitize.sh: memcheck over all, racecheck and synccheck over the shared-memory
+# kernels' tests), calibrate the GPU profile, run
 # `tileops bench --all --device cuda`, run the peers script (bench/peers.py) when it exists, and
 # print a summary table last. Fits in 10 minutes on a 16-core H200 host.
 #
 # Environment: TILEOPS_BUILD_DIR (default build-gpu), JOBS (default: cores), OUT (logs are written
 # there when set, else to $BUILD/gpu-check), GPU_CHECK_PEERS (0: skip bench/peers.py), GPU_CHECK_OPS
 # (the ops `tileops bench` runs; default --all), GPU_CHECK_TARGETS (what to build; default all),
+# GPU_CHECK_CTEST (0: skip the plain ctest run, when the memcheck run of every GPU test is
+# enough), GPU_CHECK_SANITIZE (0: skip the compute-sanitizer step; its limits: GPU_SANITIZE_MEMCHECK_S,
+# GPU_SANITIZE_RACE_S, see scripts/gpu-sanitize.sh),
 # GPU_CHECK_FLUSH (the L2 flush before each timed call, ours and the peers' alike: memset (the
 # default: cudaMemsetAsync), kernel (a kernel writes the buffer; peers.py's fill_), or both (each of
 # ours and each compiled peer timed after both)), TILEOPS_WERROR (default OFF here: another
@@ -28,8 +33,9 @@ fi
 
 # Offline GPU hosts (no package registry): the build dependencies may come as Debian packages in
 # .deps/*.deb (`apt-get download libyaml-cpp-dev libyaml-cpp0.7 libfmt-dev libfmt9 libcli11-dev
-# libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian libdlpack-dev` on a machine that
-# has one). They are unpacked into a private prefix, never into /.
+# libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian libdlpack-dev libopenblas-dev
+# libopenblas-pthread-dev libopenblas0-pthread libopenblas0 libgfortran5` on a machine that has
+# one). They are unpacked into a private prefix, never into /.
 if compgen -G "$repo/.deps/*.deb" > /dev/null; then
   deps="${TMPDIR:-/tmp}/tileops-deps"
   mkdir -p "$deps"
@@ -84,9 +90,9 @@ case "${GPU_CHECK_FLUSH:-memset}" in
     ;;
 esac
 
-# At most 8 log files (what a remote runner may bring back): info, build, ctest-gpu, bench.log
+# Log files (a remote runner may bring back 8): info, build, ctest-gpu, sanitize, bench.log
 # (calibrate too), bench-<flush>.json (one or two), peers.log, peers.csv.
-rm -f "$logs"/{info.txt,build.log,ctest-gpu.log,bench.log,bench-memset.json,bench-kernel.json,peers.log,peers.csv}
+rm -f "$logs"/{info.txt,build.log,ctest-gpu.log,sanitize.log,bench.log,bench-memset.json,bench-kernel.json,peers.log,peers.csv}
 gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 {
@@ -113,14 +119,20 @@ fi
 tileops="$build/tools/cli/tileops"
 [[ -x "$tileops" ]] || ok=0
 if ((ok)); then
-  run "ctest -L gpu" 90 ctest-gpu.log -- \
-    ctest --test-dir "$build" --output-on-failure -j 4 -L gpu
+  if [[ "${GPU_CHECK_CTEST:-1}" != 0 ]]; then
+    run "ctest -L gpu" 90 ctest-gpu.log -- \
+      ctest --test-dir "$build" --output-on-failure -j 4 -L gpu
+  fi
+  if [[ "${GPU_CHECK_SANITIZE:-1}" != 0 ]]; then
+    run "compute-sanitizer" 600 ctest-gpu.log -- \
+      env LOGS="$logs" bash scripts/gpu-sanitize.sh "$build"
+  fi
   run "calibrate cuda" 60 bench.log -- "$tileops" calibrate --device cuda
   # GPU_CHECK_OPS: the ops to bench (default --all; the MoE workloads alone take minutes, as their
   # inputs are tens of GB: scripts/moe-check.sh benches those).
   read -r -a bench_ops <<< "${GPU_CHECK_OPS:---all}"
   for f in "${our_flushes[@]}"; do
-    run "bench --flush $f" 180 bench.log -- "$tileops" bench "${bench_ops[@]}" --device cuda \
+    run "bench --flush $f" 360 bench.log -- "$tileops" bench "${bench_ops[@]}" --device cuda \
       --flush "$f" --format table --json "$logs/bench-$f.json"
   done
   if [[ -f bench/peers.py && "${GPU_CHECK_PEERS:-1}" != 0 ]]; then

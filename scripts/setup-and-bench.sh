@@ -19,7 +19,7 @@ if [[ "${SKIP_APT:-0}" != 1 ]]; then
   "${sudo[@]}" apt-get update
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
     cmake ninja-build g++ libyaml-cpp-dev libfmt-dev libcli11-dev libgtest-dev libgmock-dev \
-    libbenchmark-dev libdlpack-dev clang libclang-rt-dev
+    libbenchmark-dev libdlpack-dev libopenblas-dev clang libclang-rt-dev
 fi
 
 if [[ -d /usr/local/cuda/bin && ":$PATH:" != *":/usr/local/cuda/bin:"* ]]; then

@@ -88,9 +88,14 @@ StoragePtr Storage::allocate(std::size_t nbytes, Device device) {
     detail::CudaDeviceGuard guard(device.index);
     const cudaError_t status = cudaMallocAsync(&data, nbytes, static_cast<cudaStream_t>(stream));
     if (status != cudaSuccess) {
-      check_cuda(status, ("Storage.allocate: cudaMallocAsync of " + std::to_string(nbytes) +
-                          " bytes on " + device.str())
-                             .c_str());
+      const std::string what = "Storage.allocate: cudaMallocAsync of " + std::to_string(nbytes) +
+                               " bytes on " + device.str();
+      if (status == cudaErrorMemoryAllocation) {
+        cudaGetLastError();  // clears the error, so that later calls do not see it
+        throw OutOfMemoryError(what + ": out of device memory (" + cudaGetErrorString(status) +
+                               ")");
+      }
+      check_cuda(status, what.c_str());
     }
   }
   try {

@@ -1,38 +1,94 @@
 #include "tileops/op/reference.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
 #include <mutex>
+#include <numeric>
+#include <random>
 
 #include "tileops/core/error.h"
 
 namespace tileops {
 namespace {
 
-struct ReferenceRegistry {
+template <class Fn>
+struct Registry {
   std::mutex mutex;
-  std::map<std::string, ReferenceFn, std::less<>> by_op;
+  std::map<std::string, Fn, std::less<>> by_op;
+
+  void add(std::string op, Fn fn) {
+    std::lock_guard lock(mutex);
+    by_op[std::move(op)] = std::move(fn);
+  }
+  const Fn* find(std::string_view op) {
+    std::lock_guard lock(mutex);
+    const auto it = by_op.find(op);
+    return it == by_op.end() ? nullptr : &it->second;
+  }
 };
 
-ReferenceRegistry& references() {
-  static ReferenceRegistry registry;
+Registry<ReferenceFn>& references() {
+  static Registry<ReferenceFn> registry;
+  return registry;
+}
+
+Registry<SampledReferenceFn>& sampled_references() {
+  static Registry<SampledReferenceFn> registry;
   return registry;
 }
 
 }  // namespace
 
 void register_reference(std::string op, ReferenceFn fn) {
-  auto& registry = references();
-  std::lock_guard lock(registry.mutex);
-  registry.by_op[std::move(op)] = std::move(fn);
+  references().add(std::move(op), std::move(fn));
 }
 
 const ReferenceFn* find_reference(std::string_view op) {
-  auto& registry = references();
-  std::lock_guard lock(registry.mutex);
-  const auto it = registry.by_op.find(op);
-  return it == registry.by_op.end() ? nullptr : &it->second;
+  return references().find(op);
+}
+
+void register_sampled_reference(std::string op, SampledReferenceFn fn) {
+  sampled_references().add(std::move(op), std::move(fn));
+}
+
+const SampledReferenceFn* find_sampled_reference(std::string_view op) {
+  return sampled_references().find(op);
+}
+
+std::vector<std::int64_t> sample_rows(std::int64_t rows, std::int64_t count, std::uint64_t seed) {
+  std::vector<std::int64_t> all(static_cast<std::size_t>(std::max<std::int64_t>(rows, 0)));
+  std::iota(all.begin(), all.end(), std::int64_t{0});
+  if (count < rows) {
+    // A partial Fisher-Yates shuffle: the first `count` entries are a uniform sample.
+    std::mt19937_64 random(seed);
+    for (std::int64_t i = 0; i < count; ++i) {
+      std::uniform_int_distribution<std::int64_t> pick(i, rows - 1);
+      std::swap(all[i], all[pick(random)]);
+    }
+    all.resize(static_cast<std::size_t>(std::max<std::int64_t>(count, 0)));
+  }
+  std::sort(all.begin(), all.end());
+  return all;
+}
+
+Tensor gather_rows(const Tensor& t, std::span<const std::int64_t> rows) {
+  if (t.dim() == 0) throw SignatureError("gather_rows: the tensor has no dimension 0");
+  Sizes sizes = t.sizes();
+  sizes[0] = static_cast<std::int64_t>(rows.size());
+  Tensor out = Tensor::empty(sizes, t.dtype());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i] < 0 || rows[i] >= t.size(0)) {
+      throw SignatureError(
+          fmt::format("gather_rows: row {} is outside [0, {})", rows[i], t.size(0)));
+    }
+    const auto at = static_cast<std::int64_t>(i);
+    out.slice(0, at, at + 1).copy_(t.slice(0, rows[i], rows[i] + 1));
+  }
+  return out;
 }
 
 double tolerance_for(DType dtype) {

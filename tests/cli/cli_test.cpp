@@ -87,7 +87,7 @@ std::vector<BenchRow> bench_rows(const std::string& out) {
         std::sregex_token_iterator(line.begin(), line.end(), separator, -1),
         std::sregex_token_iterator());
     if (cells.size() < 6) continue;
-    rows.push_back({cells[0], cells[1], cells[3], cells[5], cells.back()});
+    rows.push_back({cells[0], cells[1], cells[2], cells[4], cells.back()});
   }
   return rows;
 }

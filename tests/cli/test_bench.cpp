@@ -1,5 +1,7 @@
 // `tileops bench` on the CPU: small workloads pass, cases too large for the CPU are SKIPPED
-// without allocating, the summary agrees with the case rows, and bad options are usage errors.
+// without allocating, cases over the time estimate are SKIPPED unless --all-cases, sampled checks
+// pass and catch wrong rows, the table fits 160 columns, the summary agrees with the case rows,
+// and bad options are usage errors.
 // Every run times for 1 ms after no warm-up, so the program stays fast on a 2-core machine.
 #include <gmock/gmock-matchers.h>
 
@@ -94,6 +96,69 @@ TEST_F(CliTest, BenchSmallWorkloadsPassAgainstTheReference) {
     EXPECT_THAT(r.err,
                 HasSubstr("tileops bench: [" + std::to_string(k) + "/4] " + expected[k - 1].first +
                           " " + expected[k - 1].second + " on cpu: "));
+  }
+}
+
+TEST_F(CliTest, BenchSkipsCasesOverTheEstimateButKeepsEachOpsCheapest) {
+  // With a budget below any estimate, the cheaper decode case runs, the other is SKIPPED with its
+  // estimate; --all-cases runs both.
+  const std::vector<std::string> args{"RMSNormFwdOp", "--workload",         "llama3-8b-decode",
+                                      "--workload",   "llama3-405b-decode", "--max-case-s",
+                                      "0.000000001"};
+  const CommandResult r = tileops(bench(args));
+  ASSERT_EQ(r.exit_code, 0) << r;
+  const std::vector<BenchRow> rows = bench_rows(r.out);
+  ASSERT_EQ(rows.size(), 2u) << r;
+  EXPECT_EQ(rows[0].case_id, "llama3-8b-decode-bfloat16");
+  EXPECT_EQ(rows[0].result, "PASS");
+  EXPECT_EQ(rows[1].case_id, "llama3-405b-decode-bfloat16");
+  EXPECT_EQ(rows[1].result, "SKIPPED");
+  EXPECT_EQ(rows[1].median, "-");
+  EXPECT_THAT(r.out, testing::ContainsRegex(
+                         "\nSKIPPED RMSNormFwdOp llama3-405b-decode-bfloat16: estimated [0-9.]+ "
+                         "[mu]?s a call \\([0-9.]+ [mu]?s roofline bound at 25% efficiency\\) > "
+                         "--max-case-s 1e-09; --all-cases runs it\n"));
+  // Progress lines name the elapsed and the remaining time.
+  EXPECT_THAT(r.err, testing::ContainsRegex("\\[2/2\\] RMSNormFwdOp llama3-405b-decode-bfloat16 "
+                                            "on cpu: - SKIPPED .*; elapsed [0-9]+ s, ~0 s left"));
+
+  std::vector<std::string> all = args;
+  all.emplace_back("--all-cases");
+  const CommandResult every = tileops(bench(all));
+  ASSERT_EQ(every.exit_code, 0) << every;
+  const std::vector<BenchRow> ran = bench_rows(every.out);
+  ASSERT_EQ(ran.size(), 2u) << every;
+  EXPECT_EQ(ran[0].result, "PASS");
+  EXPECT_EQ(ran[1].result, "PASS");
+}
+
+TEST_F(CliTest, BenchSampledCheckOnRowsDrawnBySeed) {
+  // 64 rows of 8192; --sample-rows 5 checks 5 of them with the sampled reference.
+  const CommandResult r =
+      tileops(bench({"RMSNormFwdOp", "--workload", "llama3-70b-decode64", "--sample-rows", "5"}));
+  ASSERT_EQ(r.exit_code, 0) << r;
+  const std::vector<BenchRow> rows = bench_rows(r.out);
+  ASSERT_EQ(rows.size(), 1u) << r;
+  EXPECT_EQ(rows[0].result, "PASS");
+  EXPECT_THAT(r.out, HasSubstr("  5 rows  ")) << r;  // the check column
+}
+
+TEST_F(CliTest, BenchTableFitsA160ColumnTerminalAndJsonKeepsEverything) {
+  const std::string json = (cache_.path() / "narrow.json").string();
+  const CommandResult r =
+      tileops(bench({"FusedAddRMSNormFwdOp", "LongRoPEFwdOp", "MoETopKRoutingFwdOp", "--workload",
+                     "llama3-405b-decode", "--workload", "phi3-mini-decode32", "--workload",
+                     "deepseek-v3-decode", "--json", json}));
+  ASSERT_EQ(r.exit_code, 0) << r;
+  ASSERT_EQ(bench_rows(r.out).size(), 3u) << r;
+  for (const auto& line : lines_of(r.out)) {
+    if (line.starts_with("#")) continue;  // the header comments name the profile
+    EXPECT_LE(line.size(), 160u) << line;
+  }
+  const std::string doc = read_file(json);
+  for (const char* field : {"\"config\": ", "\"entries\": ", "\"estimate_s\": ",
+                            "\"check\": \"full\"", "\"min_s\": ", "\"p90_s\": "}) {
+    EXPECT_THAT(doc, HasSubstr(field));
   }
 }
 
@@ -297,6 +362,16 @@ TEST_F(CliPluginTest, BenchWrongResultsFailWithExitCodeOne) {
   EXPECT_THAT(r.out, HasSubstr(" > tolerance 0.016\n"));
   EXPECT_THAT(r.out,
               HasSubstr("\n1 cases: 0 passed, 1 failed, 0 errors, 0 unchecked, 0 skipped\n"));
+}
+
+TEST_F(CliPluginTest, BenchSampledCheckCatchesWrongRows) {
+  const CommandResult r = with_plugin(bench({"RMSNormFwdOp", "--workload", "llama3-70b-decode64",
+                                             "--target", "plugged", "--sample-rows", "3"}));
+  EXPECT_EQ(r.exit_code, kExitFailure) << r;
+  const std::vector<BenchRow> rows = bench_rows(r.out);
+  ASSERT_EQ(rows.size(), 1u) << r;
+  EXPECT_EQ(rows[0].result, "FAIL");
+  EXPECT_THAT(r.out, HasSubstr(" > tolerance 0.016 (on 3 rows sampled with seed 0)\n")) << r;
 }
 
 }  // namespace

@@ -150,6 +150,25 @@ TEST(MoEGroupedGemm, MatchesReferenceForEveryActivationAndDType) {
   }
 }
 
+// Groups of 16 rows and more go through OpenBLAS's sgemm, smaller ones through the row-by-row
+// path: both, side by side, in one call.
+TEST(MoEGroupedGemm, LargeAndSmallGroupsMatchTheReference) {
+  const std::vector<std::int32_t> counts = {40, 0, 16, 15, 1, 33};
+  for (const std::string act : {"none", "silu_and_mul", "gelu_and_mul"}) {
+    for (const DType dtype : {DType::bfloat16, DType::float16}) {
+      const std::int64_t rows = std::accumulate(counts.begin(), counts.end(), 0) + 3;
+      MoEGroupedGemmFwdOp op({.activation = act});
+      const Tensor a = Tensor::randn({rows, 72}, dtype, 31);
+      const Tensor off = offsets_of(counts);
+      const Tensor b = weight({6, 34, 72}, dtype, 32);
+      const Tensor out = op(a, off, b);
+      const auto ref = run_reference("MoEGroupedGemmFwdOp", {a, off, b}, op.param_values());
+      expect_close(out, ref[0], act + " " + std::string(dtype_name(dtype)));
+      for (std::int64_t r = rows - 3; r < rows; ++r) EXPECT_EQ(out.item_at({r, 1}), 0.0);
+    }
+  }
+}
+
 TEST(MoEGroupedGemm, BadOffsetsAndOddGatedWidthsAreErrors) {
   MoEGroupedGemmFwdOp op(MoEGroupedGemmFwdOp::Params{});
   const Tensor a = Tensor::randn({4, 8}, DType::bfloat16, 1);

@@ -9,23 +9,28 @@
 // sequence), bool inputs all false. Construction-time tensors come from the manifest's workload
 // instantiation.
 //
-// Limits: on the CPU a case whose inputs exceed kCpuMaxInputBytes is SKIPPED; a case beyond
-// kReferenceMaxFlops roofline FLOPs is timed but UNCHECKED (its double-precision reference would
-// take too long), with the reason in the message.
+// Before a case runs, its call time is estimated from the manifest roofline and the hardware
+// profile (bench_estimate.cpp); a case estimated over --max-case-s a call is SKIPPED with its
+// estimate unless --all-cases is given, but every op keeps its cheapest case. On the CPU a case
+// whose inputs exceed kCpuMaxInputBytes is SKIPPED whatever the options (memory).
 //
 // Order per case: build inputs and keep CPU copies; one call (builds kernels, gives the `out`
 // buffers the timed calls reuse); timed calls; restore the inputs the op mutates from the copies;
-// the checked call, compared with the reference run on the CPU copies.
+// the checked call, compared with the reference run on the CPU copies, on the whole result or on
+// rows sampled by the case's seed when the whole reference would be too costly (bench_check.cpp).
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <memory>
 #include <set>
 
+#include "bench.h"
 #include "cli.h"
 #include "tileops/core/cuda.h"
 #include "tileops/core/error.h"
@@ -83,16 +88,32 @@ CLI::App* add_bench_command(CLI::App& app, BenchOptions& options) {
       ->default_str("200");
   cmd->add_option("--json", options.json_path,
                   "Also write the results as JSON to this file (whatever --format is)");
-  cmd->add_flag("--tune", options.tune,
-                "Tuned mode: each op gets request_tune() before its first (untimed) call, so "
-                "kernels with a tuning space time their candidates on the case's inputs and keep "
-                "the fastest (remembered in the tuning database); the config column then ends in "
-                "\"(tuned)\". Only the CUDA kernels have tuning spaces.");
+  cmd->add_flag(
+      "--tune", options.tune,
+      "Tuned mode: each op gets request_tune() before its first (untimed) call, so "
+      "kernels with a tuning space time their candidates on the case's inputs and keep "
+      "the fastest (remembered in the tuning database); the kernel configuration (JSON/CSV, "
+      "--wide) then ends in \"(tuned)\". Only the CUDA kernels have tuning spaces.");
   cmd->add_option("--flush", options.flush,
                   "How the GPU timer overwrites its L2 flush buffer before each timed call: "
                   "memset (cudaMemsetAsync) or kernel (a kernel of 16-byte stores)")
       ->check(CLI::IsMember({"memset", "kernel"}))
       ->default_str("memset");
+  cmd->add_option("--max-case-s", options.max_case_s,
+                  "Skip cases whose estimated call time (roofline bound over the hardware profile "
+                  "at an assumed efficiency) exceeds this many seconds; each op keeps its "
+                  "cheapest case (default 1 on the CPU, 2 on a GPU)")
+      ->check(kPositive);
+  cmd->add_flag("--all-cases", options.all_cases,
+                "Run every case whatever its estimate (on the CPU, cases whose inputs exceed "
+                "1.5 GB stay skipped)");
+  cmd->add_flag("--wide", options.wide,
+                "The table shows every implementation key and the kernel configuration whole");
+  cmd->add_option("--sample-rows", options.sample_rows,
+                  "Check the cases whose op has a sampled reference on this many rows drawn by "
+                  "--seed (default: the whole result when the reference is cheap, else up to 64 "
+                  "rows)")
+      ->check(kPositive);
   cmd->add_flag("--no-check", options.no_check, "Do not compare with the reference");
   cmd->add_flag("-q,--quiet", options.quiet, "No progress lines on stderr");
   return cmd;
@@ -100,31 +121,19 @@ CLI::App* add_bench_command(CLI::App& app, BenchOptions& options) {
 
 namespace {
 
-struct CaseResult {
-  std::string op;
-  std::string case_id;
-  std::string device;
-  std::string target = "-";
-  std::vector<std::string> entries;  ///< "key[identity]" of every built entry
-  std::string impl = "-";            ///< the implementation keys, short
-  std::string config;
-  perf::TimingResult timing;
-  bool timed = false;
-  Roofline roofline{std::numeric_limits<double>::quiet_NaN(),
-                    std::numeric_limits<double>::quiet_NaN()};
-  std::string roof_key;
-  double sol = std::numeric_limits<double>::quiet_NaN();
-  double max_err = std::numeric_limits<double>::quiet_NaN();
-  double tolerance = std::numeric_limits<double>::quiet_NaN();
-  std::string result = "ERROR";  ///< PASS, FAIL, ERROR, NOREF, UNCHECKED, SKIPPED
-  std::string message;
-};
-
-// Cases whose inputs exceed this are skipped on the CPU (a 2-core machine would take minutes).
+// Cases whose inputs exceed this are skipped on the CPU (memory of a small machine).
 constexpr double kCpuMaxInputBytes = 1.5e9;
-// Beyond this many FLOPs (the roofline's) the double-precision reference, a plain CPU loop,
-// would take minutes: such cases are timed but not checked.
-constexpr double kReferenceMaxFlops = 2e10;
+
+double input_bytes_of(const InstantiatedCase& inst) {
+  double bytes = 0;
+  for (const auto& in : inst.inputs) {
+    if (!in) continue;
+    double n = 1;
+    for (const auto d : in->shape) n *= static_cast<double>(d);
+    bytes += n * static_cast<double>(element_size(in->dtype));
+  }
+  return bytes;
+}
 
 Tensor make_input(const InstantiatedCase::InputSpec& spec, std::uint64_t seed, Device device) {
   switch (dtype_category(spec.dtype)) {
@@ -177,24 +186,11 @@ std::string short_impl(const std::vector<std::string>& entries) {
   return keys.empty() ? "-" : join(keys, ",");
 }
 
-void run_case(const OpSchema& schema, const WorkloadCase& wc, const BenchOptions& options,
+void run_case(const OpSchema& schema, const InstantiatedCase& inst, const BenchOptions& options,
               Device device, const perf::HardwareProfile& profile, CaseResult& r) {
-  const InstantiatedCase inst = schema.instantiate(*wc.row, wc.dtype_case);
   Target target;
   if (!options.target.empty()) target = Target(options.target);
-  double input_bytes = 0;
-  for (const auto& in : inst.inputs) {
-    if (!in) continue;
-    double n = 1;
-    for (const auto d : in->shape) n *= static_cast<double>(d);
-    input_bytes += n * static_cast<double>(element_size(in->dtype));
-  }
-  if (device.is_cpu() && input_bytes > kCpuMaxInputBytes) {
-    r.result = "SKIPPED";
-    r.message =
-        fmt::format("inputs of {} GB: too large for a CPU bench", format_sig(input_bytes / 1e9, 3));
-    return;
-  }
+  const double input_bytes = input_bytes_of(inst);
   std::unique_ptr<Op> op = make_op(schema.name, inst.params, target);
   if (options.tune) op->request_tune();
 
@@ -252,23 +248,6 @@ void run_case(const OpSchema& schema, const WorkloadCase& wc, const BenchOptions
     r.result = "UNCHECKED";
     return;
   }
-  if (r.roofline.flops > kReferenceMaxFlops) {
-    r.result = "UNCHECKED";
-    r.message = fmt::format(
-        "{} GFLOP is too much for the double-precision CPU reference (the GPU tests check this op "
-        "on smaller shapes)",
-        format_sig(r.roofline.flops / 1e9, 3));
-    return;
-  }
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    if (!mutated(i)) pristine[i] = cpu_copy(inputs[i]);
-  }
-  const ReferenceFn* reference = find_reference(schema.name);
-  if (reference == nullptr) {
-    r.result = "NOREF";
-    r.message = "no reference registered";
-    return;
-  }
   std::vector<std::pair<std::string, Tensor>> written;
   for (std::size_t o = 0; o < got_outputs.size(); ++o) {
     written.emplace_back(o < schema.outputs.size() ? std::string(schema.outputs[o].name) : "out",
@@ -279,144 +258,92 @@ void run_case(const OpSchema& schema, const WorkloadCase& wc, const BenchOptions
       written.emplace_back(std::string(schema.inputs[i].name), inputs[i]);
     }
   }
-  const std::vector<Tensor> expected = (*reference)(pristine, op->param_values());
-  if (expected.size() != written.size()) {
-    r.result = "ERROR";
-    r.message = fmt::format("the reference returned {} tensors, the call wrote {}", expected.size(),
-                            written.size());
+  const std::int64_t result_rows =
+      !written.empty() && written.front().second.dim() > 0 ? written.front().second.size(0) : 0;
+  const std::optional<CheckPlan> plan =
+      plan_check(schema, r.roofline, input_bytes, result_rows, options);
+  if (!plan) {
+    r.result = "UNCHECKED";
+    r.message = fmt::format(
+        "{} GFLOP is too much for the double-precision CPU reference and the op has no sampled "
+        "reference",
+        format_sig(r.roofline.flops / 1e9, 3));
     return;
   }
-  bool pass = true;
-  double worst_ratio = -1;
-  std::vector<std::string> failures;
-  for (std::size_t k = 0; k < written.size(); ++k) {
-    const double err = max_relative_error(written[k].second, expected[k]);
-    const double tol = tolerance_for(written[k].second.dtype());
-    const bool ok = err <= tol;  // false for NaN
-    const double ratio = !std::isfinite(err) ? std::numeric_limits<double>::infinity()
-                         : tol > 0           ? err / tol
-                         : err > 0           ? std::numeric_limits<double>::infinity()
-                                             : 0.0;
-    if (ratio > worst_ratio) {
-      worst_ratio = ratio;
-      r.max_err = err;
-      r.tolerance = tol;
+  // A sampled reference reads the rows it needs from the inputs where they are; the whole
+  // reference gets CPU copies.
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (!mutated(i)) pristine[i] = plan->sample_rows > 0 ? inputs[i] : cpu_copy(inputs[i]);
+  }
+  check_case(schema, op->param_values(), pristine, written, *plan, r);
+}
+
+/// What is known of a case before it runs: its instantiation, its estimate, and why it is
+/// skipped (empty: it runs).
+struct CasePlan {
+  std::optional<InstantiatedCase> inst;
+  CallEstimate estimate;
+  std::string skip_reason;
+  std::string error;  ///< why the case cannot run (an ERROR)
+};
+
+double default_max_case_s(Device device) {
+  return device.is_cpu() ? 1.0 : 2.0;
+}
+
+/// The plans of every case: instantiated and estimated; over --max-case-s a call (unless
+/// --all-cases) or over the CPU memory limit, skipped, except that each op's cheapest case
+/// within the memory limit runs whatever its estimate.
+std::vector<CasePlan> plan_cases(const std::vector<std::pair<const OpSchema*, WorkloadCase>>& cases,
+                                 const BenchOptions& options, Device device,
+                                 const perf::HardwareProfile& profile) {
+  const double max_call_s = options.max_case_s.value_or(default_max_case_s(device));
+  std::vector<CasePlan> plans(cases.size());
+  std::map<std::string_view, std::size_t> cheapest;  // per op: the case with the least estimate
+  std::set<std::string_view> op_runs;                // ops with a case under the budget
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    const auto& [schema, wc] = cases[k];
+    CasePlan& plan = plans[k];
+    if (schema->status != "implemented" || find_op_class(schema->name) == nullptr) {
+      plan.error = schema->status != "implemented"
+                       ? fmt::format("the op is {} in the manifest", schema->status)
+                       : "no op class is registered";
+      continue;
     }
-    if (!ok) {
-      pass = false;
-      failures.push_back(fmt::format("{}: max error {} > tolerance {}", written[k].first,
-                                     format_sig(err), format_sig(tol)));
+    try {
+      plan.inst = schema->instantiate(*wc.row, wc.dtype_case);
+      const std::unique_ptr<Op> op =
+          make_op(schema->name, plan.inst->params,
+                  options.target.empty() ? Target() : Target(options.target));
+      plan.estimate =
+          estimate_call(*schema, wc, *plan.inst, op->roof_key(), profile, device, options);
+    } catch (const std::exception& e) {
+      plan.error = e.what();
+      continue;
+    }
+    const double input_bytes = input_bytes_of(*plan.inst);
+    if (device.is_cpu() && input_bytes > kCpuMaxInputBytes) {
+      plan.skip_reason = fmt::format("inputs of {} GB: too large for a CPU bench",
+                                     format_sig(input_bytes / 1e9, 3));
+      continue;
+    }
+    const double call_s = plan.estimate.call_s;
+    if (!options.all_cases && call_s > max_call_s) {
+      plan.skip_reason =
+          fmt::format("{} > --max-case-s {}; --all-cases runs it",
+                      describe_estimate(plan.estimate, device), format_sig(max_call_s));
+      const auto it = cheapest.find(schema->name);
+      if (it == cheapest.end() || call_s < plans[it->second].estimate.call_s) {
+        cheapest[schema->name] = k;
+      }
+    } else {
+      op_runs.insert(schema->name);
     }
   }
-  r.result = pass ? "PASS" : "FAIL";
-  r.message = join(failures, "; ");
-}
-
-std::string profile_summary(const perf::HardwareProfile& p) {
-  std::vector<std::string> peaks;
-  for (const auto& [key, rate] : p.flops_per_s) {
-    peaks.push_back(fmt::format("{} {} TFLOP/s", key, format_rate(rate / 1e12)));
+  for (const auto& [op, k] : cheapest) {
+    if (!op_runs.contains(op)) plans[k].skip_reason.clear();  // every op keeps one case
   }
-  return fmt::format("{}: {} GB/s, {} [{}]", p.name, format_rate(p.mem_bandwidth_bytes_per_s / 1e9),
-                     join(peaks, ", "), p.source);
-}
-
-double gbps(const CaseResult& r) {
-  return r.timed ? r.roofline.bytes / r.timing.median_s / 1e9
-                 : std::numeric_limits<double>::quiet_NaN();
-}
-double tflops(const CaseResult& r) {
-  return r.timed ? r.roofline.flops / r.timing.median_s / 1e12
-                 : std::numeric_limits<double>::quiet_NaN();
-}
-
-Table full_table(const std::vector<CaseResult>& results) {
-  Table t;
-  t.columns = {"op",        "case",      "device",   "target",   "impl",        "config",
-               "entries",   "median_s",  "min_s",    "p90_s",    "iterations",  "timing",
-               "flops",     "bytes",     "roof_key", "gb_per_s", "tflop_per_s", "sol_fraction",
-               "max_error", "tolerance", "result",   "message"};
-  for (const auto& r : results) {
-    auto num = [](double v) { return Cell::num(v, format_sig(v)); };
-    t.rows.push_back({
-        Cell::string(r.op),
-        Cell::string(r.case_id),
-        Cell::string(r.device),
-        Cell::string(r.target),
-        Cell::string(r.impl),
-        r.config.empty() ? Cell::null() : Cell::string(r.config),
-        Cell::string(join(r.entries, " ")),
-        num(r.timed ? r.timing.median_s : NAN),
-        num(r.timed ? r.timing.min_s : NAN),
-        num(r.timed ? r.timing.p90_s : NAN),
-        Cell::integer_(r.timed ? r.timing.iterations : 0),
-        Cell::string(r.timed ? r.timing.method : ""),
-        num(r.roofline.flops),
-        num(r.roofline.bytes),
-        Cell::string(r.roof_key),
-        num(gbps(r)),
-        num(tflops(r)),
-        num(r.sol),
-        num(r.max_err),
-        num(r.tolerance),
-        Cell::string(r.result),
-        Cell::string(r.message),
-    });
-  }
-  return t;
-}
-
-Table display_table(const std::vector<CaseResult>& results) {
-  Table t;
-  t.columns = {"op",   "case",    "device", "target",  "impl",  "median",
-               "GB/s", "TFLOP/s", "SOL",    "max err", "result"};
-  for (const auto& r : results) {
-    const std::string impl = r.config.empty() ? r.impl : r.impl + " (" + r.config + ")";
-    const double median = r.timed ? r.timing.median_s : NAN;
-    t.rows.push_back({
-        Cell::string(r.op),
-        Cell::string(r.case_id),
-        Cell::string(r.device),
-        Cell::string(r.target),
-        Cell::string(impl),
-        Cell::num(median, format_duration(median)),
-        Cell::num(gbps(r), format_rate(gbps(r))),
-        Cell::num(tflops(r), format_rate(tflops(r))),
-        Cell::num(r.sol, std::isfinite(r.sol) ? fmt::format("{:.1f}%", 100 * r.sol) : "-"),
-        Cell::num(r.max_err, format_sig(r.max_err, 2)),
-        Cell::string(r.result),
-    });
-  }
-  return t;
-}
-
-std::string json_document(const BenchOptions& options, Device device,
-                          const perf::HardwareProfile& profile,
-                          const std::vector<CaseResult>& results, std::size_t pass,
-                          std::size_t fail, std::size_t error, std::size_t other,
-                          std::size_t skipped) {
-  std::string peaks;
-  for (const auto& [key, rate] : profile.flops_per_s) {
-    if (!peaks.empty()) peaks += ", ";
-    peaks += json_string(key) + ": " + json_number(rate);
-  }
-  std::string out = fmt::format("{{\n  \"tileops_version\": {},\n  \"device\": {},\n",
-                                json_string(TILEOPS_VERSION_STRING), json_string(device.str()));
-  out += fmt::format(
-      "  \"profile\": {{\"name\": {}, \"source\": {}, \"mem_bandwidth_bytes_per_s\": {}, "
-      "\"flops_per_s\": {{{}}}}},\n",
-      json_string(profile.name), json_string(profile.source),
-      json_number(profile.mem_bandwidth_bytes_per_s), peaks);
-  out += fmt::format(
-      "  \"seed\": {},\n  \"budget_ms\": {},\n  \"tune\": {},\n  \"flush\": {},\n  \"results\": "
-      "{},\n",
-      options.seed, json_number(options.budget_ms), options.tune ? "true" : "false",
-      json_string(options.flush), render_json_rows(full_table(results), 2));
-  out += fmt::format(
-      "  \"summary\": {{\"cases\": {}, \"passed\": {}, \"failed\": {}, \"errors\": {}, "
-      "\"unchecked\": {}, \"skipped\": {}}}\n}}\n",
-      results.size(), pass, fail, error, other, skipped);
-  return out;
+  return plans;
 }
 
 }  // namespace
@@ -512,62 +439,56 @@ int run_bench(const BenchOptions& options) {
   }
 
   const perf::HardwareProfile& profile = perf::profile_for(device);
+  const std::vector<CasePlan> plans = plan_cases(cases, options, device, profile);
+  Progress progress(cases.size(), options.quiet, stderr);
+  for (std::size_t k = 0; k < plans.size(); ++k) {
+    const bool runs = plans[k].skip_reason.empty() && plans[k].error.empty();
+    progress.estimates[k] = runs ? plans[k].estimate.case_s : 0.0;  // a skipped case takes no time
+  }
   for (std::size_t k = 0; k < cases.size(); ++k) {
     const auto& [schema, wc] = cases[k];
+    const CasePlan& plan = plans[k];
     CaseResult r;
     r.op = std::string(schema->name);
     r.case_id = wc.id;
     r.device = device.str();
-    if (schema->status != "implemented" || find_op_class(schema->name) == nullptr) {
-      r.message = schema->status != "implemented"
-                      ? fmt::format("the op is {} in the manifest", schema->status)
-                      : "no op class is registered";
+    r.estimate_s = plan.estimate.call_s;
+    r.roofline = plan.estimate.roofline;
+    r.roof_key = plan.estimate.roof_key;
+    const auto started = std::chrono::steady_clock::now();
+    progress.start(k, r, plan.estimate.case_s);
+    if (!plan.error.empty()) {
+      r.result = "ERROR";
+      r.message = plan.error;
+    } else if (!plan.skip_reason.empty()) {
+      r.result = "SKIPPED";
+      r.message = plan.skip_reason;
     } else {
       try {
-        run_case(*schema, wc, options, device, profile, r);
+        run_case(*schema, *plan.inst, options, device, profile, r);
       } catch (const std::exception& e) {
         r.result = "ERROR";
         r.message = e.what();
       }
     }
-    if (!options.quiet) {
-      fmt::print(stderr, "tileops bench: [{}/{}] {} {} on {}: {} {}{}\n", k + 1, cases.size(), r.op,
-                 r.case_id, r.device,
-                 r.timed ? format_duration(r.timing.median_s) : std::string("-"), r.result,
-                 r.message.empty() ? "" : " (" + r.message + ")");
-    }
+    progress.finish(
+        k, r, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
     results.push_back(std::move(r));
   }
 
-  std::size_t pass = 0, fail = 0, error = 0, skipped = 0, other = 0;
-  for (const auto& r : results) {
-    if (r.result == "PASS") {
-      ++pass;
-    } else if (r.result == "FAIL") {
-      ++fail;
-    } else if (r.result == "ERROR") {
-      ++error;
-    } else if (r.result == "SKIPPED") {
-      ++skipped;
-    } else {
-      ++other;
-    }
-  }
-  const std::string summary =
-      fmt::format("{} cases: {} passed, {} failed, {} errors, {} unchecked, {} skipped",
-                  results.size(), pass, fail, error, other, skipped);
-
+  const BenchCounts counts = count_results(results);
+  const std::string summary = summary_line(results, counts);
   switch (options.format) {
     case Format::table: {
       fmt::print("# tileops {} bench on {}\n", TILEOPS_VERSION_STRING, device.str());
       fmt::print("# profile {}\n", profile_summary(profile));
       fmt::print(
-          "# median of timed calls ({}); GB/s and TFLOP/s from the manifest roofline; SOL = "
-          "roofline bound / median\n",
+          "# median of timed calls ({}); est. = call time estimated before the run; GB/s, TFLOP/s "
+          "from the manifest roofline; SOL = roofline bound / median\n",
           device.is_cpu() ? "cpu wall clock"
                           : fmt::format("cuda events, L2 flushed ({})", options.flush));
       if (options.tune) fmt::print("# tuned mode: request_tune() before each op's first call\n");
-      fmt::print("{}", render_table(display_table(results)));
+      fmt::print("{}", render_table(display_table(results, options.wide)));
       for (const auto& r : results) {
         if (!r.message.empty() && r.result != "PASS") {
           fmt::print("{} {} {}: {}\n", r.result, r.op, r.case_id, r.message);
@@ -577,19 +498,17 @@ int run_bench(const BenchOptions& options) {
       break;
     }
     case Format::json:
-      fmt::print("{}", json_document(options, device, profile, results, pass, fail, error, other,
-                                     skipped));
+      fmt::print("{}", json_document(options, device, profile, results, counts));
       break;
     case Format::csv:
       fmt::print("{}", render_csv(full_table(results)));
       break;
   }
   if (json_file != nullptr) {
-    fmt::print(json_file.get(), "{}",
-               json_document(options, device, profile, results, pass, fail, error, other, skipped));
+    fmt::print(json_file.get(), "{}", json_document(options, device, profile, results, counts));
   }
   if (!options.quiet && options.format != Format::table) fmt::print(stderr, "{}\n", summary);
-  return fail + error > 0 ? kExitFailure : 0;
+  return counts.fail + counts.error > 0 ? kExitFailure : 0;
 }
 
 }  // namespace tileops::cli

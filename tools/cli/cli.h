@@ -123,6 +123,11 @@ struct BenchOptions {
   bool quiet = false;
   bool tune = false;
   std::string flush = "memset";  ///< how the GPU timer flushes the L2: memset or kernel
+  /// Cases whose estimated call time exceeds this are skipped (unset: the device's default).
+  std::optional<double> max_case_s;
+  bool all_cases = false;        ///< run every case whatever its estimate
+  bool wide = false;             ///< the table shows the kernel configuration whole
+  std::int64_t sample_rows = 0;  ///< > 0: check every case that can be sampled on this many rows
 };
 CLI::App* add_bench_command(CLI::App& app, BenchOptions& options);
 int run_bench(const BenchOptions& options);

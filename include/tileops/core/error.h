@@ -67,4 +67,11 @@ class UsageError : public Error {
   using Error::Error;
 };
 
+/// Memory for a tensor could not be allocated on its device (the CUDA allocator reported
+/// cudaErrorMemoryAllocation). Nothing was allocated; the op that asked can be called again.
+class OutOfMemoryError : public UsageError {
+ public:
+  using UsageError::UsageError;
+};
+
 }  // namespace tileops

@@ -3,6 +3,7 @@
 // op classes.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <span>
 #include <string>
@@ -33,12 +34,41 @@ double tolerance_for(DType dtype);
 /// but not in `ref`, or shapes differ). Both on any device; compared on the CPU.
 double max_relative_error(const Tensor& got, const Tensor& ref);
 
-#define TILEOPS_REGISTER_REFERENCE(OpName, fn)                         \
-  namespace {                                                          \
-  [[maybe_unused]] const bool tileops_reference_##OpName = [] {        \
-    ::tileops::register_reference(#OpName, fn);                        \
-    return true;                                                       \
-  }();                                                                 \
+/// Computes, like ReferenceFn, what a call writes, but for the rows `rows` (indices along
+/// dimension 0, sorted, distinct) of every written tensor only: tensor k of the result is
+/// `gather_rows(written_k, rows)` as the reference computes it. For cases too large for the
+/// whole reference: the cost is that of the sampled rows (an MoE layer's sampled tokens read only
+/// the weights of the experts they are routed to).
+using SampledReferenceFn = std::function<std::vector<Tensor>(
+    std::span<const Tensor> inputs, const ParamMap& params, std::span<const std::int64_t> rows)>;
+
+void register_sampled_reference(std::string op, SampledReferenceFn fn);
+/// nullptr when the op has no sampled reference.
+const SampledReferenceFn* find_sampled_reference(std::string_view op);
+
+/// `count` distinct indices of [0, rows) (all of them when count >= rows), sorted, drawn by
+/// `seed`: the same seed gives the same rows.
+std::vector<std::int64_t> sample_rows(std::int64_t rows, std::int64_t count, std::uint64_t seed);
+
+/// A contiguous CPU tensor of t's slices `rows` along dimension 0, in that order: shape
+/// [rows.size(), t.sizes()[1:]...], t's dtype. `t` may live on any device (only the
+/// selected slices are copied to the host).
+Tensor gather_rows(const Tensor& t, std::span<const std::int64_t> rows);
+
+#define TILEOPS_REGISTER_REFERENCE(OpName, fn)                  \
+  namespace {                                                   \
+  [[maybe_unused]] const bool tileops_reference_##OpName = [] { \
+    ::tileops::register_reference(#OpName, fn);                 \
+    return true;                                                \
+  }();                                                          \
+  }
+
+#define TILEOPS_REGISTER_SAMPLED_REFERENCE(OpName, fn)                  \
+  namespace {                                                           \
+  [[maybe_unused]] const bool tileops_sampled_reference_##OpName = [] { \
+    ::tileops::register_sampled_reference(#OpName, fn);                 \
+    return true;                                                        \
+  }();                                                                  \
   }
 
 }  // namespace tileops

@@ -8,6 +8,7 @@
 #include <variant>
 #include <vector>
 
+#include "ops/moe/moe_reference_math.h"
 #include "tileops/core/value.h"
 #include "tileops/op/reference.h"
 
@@ -48,30 +49,10 @@ Routing route(const Values& logits, const Values& bias, std::int64_t tokens, std
   Routing r;
   r.weights.resize(static_cast<std::size_t>(tokens * top_k));
   r.ids.resize(static_cast<std::size_t>(tokens * top_k));
-  Values s(static_cast<std::size_t>(experts));
-  Values c(static_cast<std::size_t>(experts));
-  std::vector<std::int64_t> order(static_cast<std::size_t>(experts));
   for (std::int64_t t = 0; t < tokens; ++t) {
-    const double* row = logits.data() + t * experts;
-    if (sigmoid) {
-      for (std::int64_t e = 0; e < experts; ++e) s[e] = 1.0 / (1.0 + std::exp(-row[e]));
-    } else {
-      const double peak = *std::max_element(row, row + experts);
-      double sum = 0;
-      for (std::int64_t e = 0; e < experts; ++e) sum += s[e] = std::exp(row[e] - peak);
-      for (auto& v : s) v /= sum;
-    }
-    for (std::int64_t e = 0; e < experts; ++e) c[e] = s[e] + (bias.empty() ? 0.0 : bias[e]);
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](std::int64_t a, std::int64_t b) { return c[a] > c[b]; });
-    double total = 0;
-    for (std::int64_t k = 0; k < top_k; ++k) total += s[order[k]];
-    for (std::int64_t k = 0; k < top_k; ++k) {
-      const double w = s[order[k]] / (renormalize ? total : 1.0);
-      r.weights[t * top_k + k] = w * scale;
-      r.ids[t * top_k + k] = order[k];
-    }
+    moe_reference::route_token(logits.data() + t * experts, bias, experts, top_k, sigmoid,
+                               renormalize, scale, r.weights.data() + t * top_k,
+                               r.ids.data() + t * top_k);
   }
   return r;
 }
@@ -104,32 +85,16 @@ Permuted permute(const std::vector<std::int64_t>& ids, const Values& map, std::i
   return p;
 }
 
-double silu(double g) {
-  return g / (1.0 + std::exp(-g));
-}
-double gelu_tanh(double g) {
-  return 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g)));
-}
-
 /// c[rows, n_out] of the grouped GEMM (rows outside the groups are 0).
 Values grouped_gemm(const Values& a, const std::vector<std::int64_t>& offsets, const Values& b,
                     std::int64_t rows, std::int64_t n, std::int64_t k, const std::string& act) {
   const std::int64_t experts = static_cast<std::int64_t>(offsets.size()) - 1;
   const std::int64_t n_out = act == "none" ? n : n / 2;
   Values c(static_cast<std::size_t>(rows * n_out), 0.0);
-  Values acc(static_cast<std::size_t>(n));
   for (std::int64_t e = 0; e < experts; ++e) {
     for (std::int64_t r = offsets[e]; r < offsets[e + 1]; ++r) {
-      for (std::int64_t j = 0; j < n; ++j) {
-        double s = 0;
-        for (std::int64_t i = 0; i < k; ++i) s += a[r * k + i] * b[(e * n + j) * k + i];
-        acc[j] = s;
-      }
-      for (std::int64_t j = 0; j < n_out; ++j) {
-        c[r * n_out + j] = act == "none"           ? acc[j]
-                           : act == "silu_and_mul" ? silu(acc[j]) * acc[j + n_out]
-                                                   : gelu_tanh(acc[j]) * acc[j + n_out];
-      }
+      const Values row = moe_reference::gemm_row(a.data() + r * k, b.data() + e * n * k, n, k, act);
+      std::copy(row.begin(), row.end(), c.begin() + r * n_out);
     }
   }
   return c;

@@ -1,5 +1,5 @@
 // Inputs of the MoE workload cases (tileops bench): ids distinct per token, offsets of uniform
-// routing, inverse indices that are a permutation, weights scaled by 1/sqrt(fan-in) so that
+// routing, inverse indices that are a permutation, weights of variance 1/fan-in so that
 // float16 stays in range. Everything is drawn from the case's seed.
 #include <algorithm>
 #include <cmath>
@@ -21,11 +21,14 @@ Tensor activations(const InstantiatedCase& c, std::size_t i, std::uint64_t seed,
   return Tensor::randn(spec(c, i).shape, spec(c, i).dtype, seed + i, device);
 }
 
-/// Expert weights [E, N, K]: randn / sqrt(K).
+/// Expert weights [E, N, K]: uniform with the variance of randn / sqrt(K) (uniform in
+/// [-sqrt(3 / K), sqrt(3 / K))). Uniform, as its values cost a fraction of normal ones, and the
+/// weights are gigabytes.
 Tensor weights(const InstantiatedCase& c, std::size_t i, std::uint64_t seed, Device device) {
   const auto& s = spec(c, i);
   const double fan_in = static_cast<double>(std::max<std::int64_t>(1, s.shape.back()));
-  return Tensor::randn(s.shape, s.dtype, seed + i, device, 0.0, 1.0 / std::sqrt(fan_in));
+  const double bound = std::sqrt(3.0 / fan_in);
+  return Tensor::rand(s.shape, s.dtype, seed + i, device, -bound, bound);
 }
 
 /// [tokens, top_k] int32 ids, distinct per token, uniform in [0, experts).

@@ -51,8 +51,27 @@ std::vector<Tensor> rms_norm_reference(std::span<const Tensor> inputs, const Par
   return {y};
 }
 
+/// The rows are independent: the reference of the gathered rows (weight whole).
+std::vector<Tensor> rms_norm_rows(std::span<const Tensor> inputs, const ParamMap& params,
+                                  std::span<const std::int64_t> rows, bool fused) {
+  std::vector<Tensor> gathered(inputs.begin(), inputs.end());
+  gathered[0] = gather_rows(inputs[0], rows);
+  if (fused) gathered[1] = gather_rows(inputs[1], rows);
+  return rms_norm_reference(gathered, params, fused);
+}
+
 }  // namespace
 
+TILEOPS_REGISTER_SAMPLED_REFERENCE(RMSNormFwdOp,
+                                   [](std::span<const Tensor> inputs, const ParamMap& p,
+                                      std::span<const std::int64_t> rows) {
+                                     return rms_norm_rows(inputs, p, rows, false);
+                                   })
+TILEOPS_REGISTER_SAMPLED_REFERENCE(FusedAddRMSNormFwdOp,
+                                   [](std::span<const Tensor> inputs, const ParamMap& p,
+                                      std::span<const std::int64_t> rows) {
+                                     return rms_norm_rows(inputs, p, rows, true);
+                                   })
 TILEOPS_REGISTER_REFERENCE(RMSNormFwdOp, [](std::span<const Tensor> inputs, const ParamMap& p) {
   return rms_norm_reference(inputs, p, false);
 })

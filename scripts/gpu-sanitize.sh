@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# compute-sanitizer over the GPU tests: memcheck over every GPU test, then racecheck and synccheck
+# over the tests of the kernels that use shared memory, mbarriers or TMA (every kernel family:
+# the grouped GEMMs with their TMA loads and mbarrier pipelines, the staged and re-reading RMSNorm
+# kernels, the permutes, the routing and LongRoPE), on their small shapes since the race and sync
+# checkers slow a kernel down a hundredfold. Any reported error fails the script.
+#
+# Usage: scripts/gpu-sanitize.sh [BUILD_DIR]   (default: $TILEOPS_BUILD_DIR, else build-gpu; the
+# directory must hold a CUDA build of tests/tileops_gpu_tests). Environment: OUT or LOGS (where
+# sanitize.log goes; default BUILD_DIR/gpu-sanitize), GPU_SANITIZE_MEMCHECK_S (time limit of the
+# memcheck run, default 300), GPU_SANITIZE_RACE_S (of each test under racecheck or synccheck,
+# default 60). Runs alone or as a step of scripts/gpu-check.sh.
+set -uo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+build="${1:-${TILEOPS_BUILD_DIR:-build-gpu}}"
+tests="$build/tests/tileops_gpu_tests"
+logs="${LOGS:-${OUT:-$build/gpu-sanitize}}"
+mkdir -p "$logs"
+log="$logs/sanitize.log"
+: > "$log"
+if [[ -d /usr/local/cuda/bin && ":$PATH:" != *":/usr/local/cuda/bin:"* ]]; then
+  export PATH="$PATH:/usr/local/cuda/bin"
+fi
+if ! command -v compute-sanitizer > /dev/null 2>&1; then
+  echo "gpu-sanitize: compute-sanitizer is not installed" | tee -a "$log"
+  exit 2
+fi
+if [[ ! -x "$tests" ]]; then
+  echo "gpu-sanitize: $tests is not built (a CUDA build with TILEOPS_BUILD_TESTS=ON)" | tee -a "$log"
+  exit 2
+fi
+
+# The kernel tests on small shapes, one per kernel family that stages data in shared memory.
+shared_memory_tests=(
+  'MoeGroupedGemm.SmallShapesEveryVariant' 'MoeGroupedGemm.MisalignedA'
+  'MoeGroupedGemm.ClusterConfigs' 'MoePrePermute.Cases' 'MoePostPermute.Cases'
+  'MoeTopkRouting.Cases' 'MoeTopkRouting.Ties' 'RmsNormKernels.ShapesDefaultConfig'
+  'RmsNormKernels.StridedRows' 'RmsNormKernels.Reread' 'RmsNormKernels.StagedConfigs'
+  'LongRopeKernels.ShapesDefaultConfig'
+)
+
+status=0
+results=()
+# sanitize NAME LIMIT_S GTEST_FILTER TOOL_ARGS...
+sanitize() {
+  local name=$1 limit=$2 filter=$3
+  local args=("${@:4}")
+  local t0=$SECONDS rc
+  echo "== compute-sanitizer $name (limit ${limit}s, --gtest_filter=$filter)" | tee -a "$log"
+  timeout --kill-after=10 "$limit" compute-sanitizer "${args[@]}" --error-exitcode 99 \
+    "$tests" --gtest_filter="$filter" --gtest_brief=1 >> "$log" 2>&1
+  rc=$?
+  local summary
+  summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -1)
+  if ((rc == 0)); then
+    results+=("$name: ok ($((SECONDS - t0)) s; ${summary:-no summary})")
+  else
+    status=1
+    if ((rc == 124 || rc == 137)); then
+      results+=("$name: TIMEOUT after ${limit} s")
+    else
+      results+=("$name: FAIL (exit $rc; ${summary:-see $log})")
+    fi
+  fi
+}
+
+# memcheck over every GPU test: in GPU_SANITIZE_SHARDS processes at once (gtest shards; the
+# checker's host side is the bottleneck), then the tests that take the whole GPU memory alone.
+shards=${GPU_SANITIZE_SHARDS:-4}
+memcheck_shards() {
+  local pids=() rc=0
+  for ((i = 0; i < shards; ++i)); do
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i compute-sanitizer --tool memcheck \
+      --error-exitcode 99 "$tests" --gtest_filter='-GpuFailure.*' --gtest_brief=1 \
+      > "$logs/memcheck-$i.tmp" 2>&1 &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+  cat "$logs"/memcheck-*.tmp >> "$log"
+  rm -f "$logs"/memcheck-*.tmp
+  return $rc
+}
+t0=$SECONDS
+echo "== compute-sanitizer memcheck, $shards shards (limit ${GPU_SANITIZE_MEMCHECK_S:-300}s)" |
+  tee -a "$log"
+export -f memcheck_shards
+export tests logs log shards
+timeout --kill-after=10 "${GPU_SANITIZE_MEMCHECK_S:-300}" bash -c memcheck_shards
+rc=$?
+errors=$(grep -c "ERROR SUMMARY: [1-9]" "$log")
+if ((rc == 0)); then
+  results+=("memcheck: ok ($((SECONDS - t0)) s; $(grep -c 'ERROR SUMMARY: 0 errors' "$log") shards with 0 errors)")
+else
+  status=1
+  results+=("memcheck: $( ((rc == 124 || rc == 137)) && echo TIMEOUT || echo "FAIL (exit $rc)"); $errors shards with errors")
+fi
+# These tests exhaust the GPU memory on purpose: the allocator's cudaErrorMemoryAllocation is
+# what they check, not an error to report (memory accesses are still checked).
+sanitize "memcheck, whole-memory tests" "${GPU_SANITIZE_RACE_S:-60}" 'GpuFailure.*' \
+  --tool memcheck --report-api-errors no
+# One test at a time, each with its own limit, so that a slow one leaves the others' results.
+for t in "${shared_memory_tests[@]}"; do
+  sanitize "racecheck $t" "${GPU_SANITIZE_RACE_S:-60}" "$t" --tool racecheck --racecheck-report all
+done
+for t in "${shared_memory_tests[@]}"; do
+  sanitize "synccheck $t" "${GPU_SANITIZE_RACE_S:-60}" "$t" --tool synccheck
+done
+
+grep -E "^\[  FAILED  \]|ERROR SUMMARY|RACECHECK SUMMARY|Invalid|Race reported|Barrier error" \
+  "$log" | sort | uniq -c | head -40
+printf '%s\n' "${results[@]}"
+exit "$status"
