@@ -300,6 +300,49 @@ std::vector<Tensor> run_boundary(const std::string& key, std::vector<std::option
   }
 }
 
+std::vector<Tensor> call_native(const std::string& key,
+                                const std::vector<std::optional<Tensor>>& inputs) {
+  try {
+    const std::shared_ptr<Op> op = find(key);
+    std::vector<tileops::Tensor> ins;
+    std::optional<Device> device;
+    for (const auto& t : inputs) {
+      if (!t) {
+        ins.emplace_back();
+        continue;
+      }
+      const tileops::Tensor view = wrap(*t);
+      tileops::Tensor owned = tileops::Tensor::empty(view.sizes(), view.dtype(), view.device());
+      owned.copy_(view);
+      ins.push_back(owned);
+      if (!device) device = view.device();
+    }
+    void* previous = nullptr;
+    const bool cuda = device && device->is_cuda() && cuda_available();
+    if (cuda) {
+      previous = cuda_current_stream(device->index);
+      set_cuda_stream(device->index, nullptr);
+    }
+    std::vector<tileops::Tensor> results;
+    try {
+      results = op->call(ins);
+    } catch (...) {
+      if (cuda) set_cuda_stream(device->index, previous);
+      throw;
+    }
+    std::vector<Tensor> out;
+    const Allocations none;
+    for (const auto& r : results) out.push_back(to_torch(r, none));
+    if (cuda) {
+      cuda_synchronize(device->index);
+      set_cuda_stream(device->index, previous);
+    }
+    return out;
+  } catch (const Error&) {
+    rethrow_tagged();
+  }
+}
+
 std::string construct(const std::string& name, const std::vector<std::string>& param_names,
                       const std::vector<std::string>& param_values,
                       const std::vector<std::optional<Tensor>>& tensors) {

@@ -33,6 +33,12 @@ std::string construct(const std::string& name, const std::vector<std::string>& p
 /// "request_tune", "kernel_config", "iter_kernels", "serving_target", "release".
 std::vector<std::string> query(const std::string& key, const std::string& what);
 
+/// The C++ caller's path, for tests that compare it with the boundary bit for bit: copies the
+/// inputs into tensors tileops allocates, runs the op on tileops' own stream setting (the
+/// legacy default stream) and allocator, and copies the outputs into new torch tensors.
+std::vector<Tensor> call_native(const std::string& key,
+                                const std::vector<std::optional<Tensor>>& inputs);
+
 /// `opt(t)`: the optional tensor as it reaches run_boundary (used by the generated code).
 inline std::optional<Tensor> opt(const std::optional<Tensor>& t) {
   return t;

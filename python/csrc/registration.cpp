@@ -21,6 +21,10 @@ std::string construct_op(std::string name, std::vector<std::string> param_names,
   return construct(name, param_names, param_values, tensors);
 }
 
+std::vector<Tensor> call_native_op(std::string key, std::vector<std::optional<Tensor>> inputs) {
+  return call_native(key, inputs);
+}
+
 std::vector<std::string> query_op(std::string key, std::string what) {
   return query(key, what);
 }
@@ -35,11 +39,19 @@ STABLE_TORCH_LIBRARY(tileops, m) {
   // Construction and introspection run eagerly, outside any graph.
   m.def("_construct(str name, str[] param_names, str[] param_values, Tensor?[] tensors) -> str");
   m.def("_query(str key, str what) -> str[]");
+  // Tests only: the C++ caller's path (tileops' allocator and stream), never traced.
+  m.def("_call_native(str key, Tensor?[] inputs) -> Tensor[]");
 }
 
-STABLE_TORCH_LIBRARY_IMPL(tileops, CPU, m){TILEOPS_BOUNDARY_IMPLS(m)}
+STABLE_TORCH_LIBRARY_IMPL(tileops, CPU, m) {
+  TILEOPS_BOUNDARY_IMPLS(m)
+  m.impl("_call_native", TORCH_BOX(&call_native_op));
+}
 
-STABLE_TORCH_LIBRARY_IMPL(tileops, CUDA, m){TILEOPS_BOUNDARY_IMPLS(m)}
+STABLE_TORCH_LIBRARY_IMPL(tileops, CUDA, m) {
+  TILEOPS_BOUNDARY_IMPLS(m)
+  m.impl("_call_native", TORCH_BOX(&call_native_op));
+}
 
 STABLE_TORCH_LIBRARY_IMPL(tileops, CompositeExplicitAutograd, m) {
   m.impl("_construct", TORCH_BOX(&construct_op));
