@@ -67,6 +67,18 @@ step "boundary host overhead" overhead.log 120 -- python3 "$repo/bench/torch_bou
 step "bench_op_overhead (C++)" cpp_overhead.log 120 -- "$build/bench/bench_op_overhead" \
   --benchmark_filter=Cuda --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 
+# One build, several torch versions: an extension built elsewhere against another torch (same
+# tileops sources, TORCH_TARGET_VERSION 2.10), dropped into the package installed here.
+if [[ -f "$repo/prebuilt/libtileops_torch.so" ]]; then
+  rm -rf "${TMPDIR:-/tmp}/tileops-compat" && mkdir -p "${TMPDIR:-/tmp}/tileops-compat"
+  cp -r "$site/tileops" "${TMPDIR:-/tmp}/tileops-compat/"
+  cp "$repo/prebuilt/libtileops_torch.so" "${TMPDIR:-/tmp}/tileops-compat/tileops/"
+  step "prebuilt extension (other torch)" compat.log 180 -- env \
+    PYTHONPATH="${TMPDIR:-/tmp}/tileops-compat:$PYTHONPATH" python3 -m pytest \
+    "$repo/python/tests/test_opcheck.py" "$repo/python/tests/test_native_path.py" -q \
+    -p no:cacheprovider -k cuda -o log_level=WARNING
+fi
+
 printf '\n== summary\n'
 for i in "${!names[@]}"; do printf '%-28s %-12s %s\n' "${names[$i]}" "${results[$i]}" "${notes[$i]}"; done
 grep -E "passed|failed" "$logs/pytest.log" | tail -1
