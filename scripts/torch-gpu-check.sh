@@ -58,7 +58,7 @@ step "pip install (CUDA sm_90a)" pip.log 420 -- python3 -m pip install -v --no-b
   -Ccmake.define.TILEOPS_WERROR=OFF || { echo "pip install failed"; }
 
 cd "$logs"  # tileops is imported from the installed package, not from the checkout
-step "pytest (CPU and CUDA)" pytest.log 480 -- python3 -m pytest "$repo/python/tests" -q \
+step "pytest (CPU and CUDA)" pytest.log 300 -- python3 -m pytest "$repo/python/tests" -q \
   -p no:cacheprovider -rs -o log_level=WARNING
 grep -E "passed|failed" "$logs/pytest.log" | tail -1
 

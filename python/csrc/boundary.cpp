@@ -129,7 +129,10 @@ StoragePtr torch_storage(std::size_t nbytes, Device device, void* context) {
 }
 
 Tensor call_dispatcher(const char* op, const char* overload, StableIValue* stack) {
-  STABLE_TORCH_ERROR_CODE_CHECK(torch_call_dispatcher(op, overload, stack, TORCH_ABI_VERSION));
+  // Checked by hand: the checking macro's name differs between torch releases.
+  if (torch_call_dispatcher(op, overload, stack, TORCH_ABI_VERSION) != AOTI_TORCH_SUCCESS) {
+    throw std::runtime_error(std::string("tileops: torch call of ") + op + " failed");
+  }
   return st::detail::to<Tensor>(stack[0]);
 }
 
