@@ -66,7 +66,9 @@ def _encode(meta: dict[str, Any], params: dict[str, Any]) -> tuple[list[str], li
                     f"{type(value).__name__}"
                 )
             values.append(f"t:{len(tensors)}")
-            tensors.append(value)
+            # The C++ ops read construction-time tensors on the host when they are built (e.g.
+            # LongRoPE's rescale_factors); a torch user's copy often lives on the GPU.
+            tensors.append(value.detach().cpu() if value is not None else None)
         elif value is None:
             values.append("n:")
         elif kind.startswith(("list[", "tuple[")):
