@@ -67,7 +67,9 @@ if ((total == 0 || failed_tests > 0)); then failed+=("ctest"); fi
 py_passed=0 py_failed=0 py_skipped=0
 if [[ -f "$build/python/tileops/libtileops_torch.so" ]]; then
   step "pytest python/tests (CUDA tests skip themselves without a GPU)"
-  PYTHONPATH="$repo/$build/python${PYTHONPATH:+:$PYTHONPATH}" "$python" -m pytest python/tests -q \
+  staged="$build/python"
+  [[ "$staged" == /* ]] || staged="$repo/$staged"
+  PYTHONPATH="$staged${PYTHONPATH:+:$PYTHONPATH}" "$python" -m pytest python/tests -q \
     -rs -p no:cacheprovider -o log_level=WARNING 2>&1 | tee "$logs/pytest.log" || true
   py_summary=$(grep -E "^=+ .*(passed|failed|error).* =+$|^[0-9]+ (passed|failed|error)" "$logs/pytest.log" | tail -1 || true)
   py_passed=$(grep -oE "[0-9]+ passed" <<< "$py_summary" | grep -oE "[0-9]+" || echo 0)
