@@ -230,8 +230,15 @@ std::string py_class(const OpDecl& op, bool stub) {
   c += stub ? " ...\n" : "\n        super().__init__({" + names + "}, target=target)\n";
   std::string call = "self";
   std::string args;
-  for (const auto& in : op.inputs) {
-    call += ", " + in.name + ": torch.Tensor" + (in.optional ? " | None = None" : "");
+  // Optional inputs default to None only after the last required one (Python's rule).
+  std::size_t last_required = 0;
+  for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+    if (!op.inputs[i].optional) last_required = i + 1;
+  }
+  for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+    const auto& in = op.inputs[i];
+    call += ", " + in.name + ": torch.Tensor" +
+            (in.optional ? (i >= last_required ? " | None = None" : " | None") : "");
     args += in.name + ", ";
   }
   bool has_out = false;
