@@ -2,12 +2,12 @@
 // every op (the package builds its op classes, fakes and docs from it), a typed Python module
 // of op classes with docstrings, its .pyi stub, and the C++ registrations of the custom
 // operators for the torch extension (one typed function per effect branch).
+#include <charconv>
 #include <string>
 #include <vector>
 
 #include "codegen/boundary.h"
 #include "codegen/codegen.h"
-#include "float_repr.h"
 
 namespace tgen {
 
@@ -36,11 +36,20 @@ std::string json_str(const std::string& s) {
   return out + "\"";
 }
 
+// Shortest round-trip spelling of a double that reads back as a float in JSON and Python.
+std::string float_text(double v) {
+  char buf[64];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  std::string text(buf, ec == std::errc() ? end : buf);
+  if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
+  return text;
+}
+
 std::string json_value(const EValue& v) {
   if (v.is<NoneValue>()) return "null";
   if (v.is<bool>()) return v.as<bool>() ? "true" : "false";
   if (v.is<std::int64_t>()) return std::to_string(v.as<std::int64_t>());
-  if (v.is<double>()) return float_repr(v.as<double>());
+  if (v.is<double>()) return float_text(v.as<double>());
   if (v.is<std::string>()) return json_str(v.as<std::string>());
   if (v.is<DTypeValue>()) return json_str(v.as<DTypeValue>().name);
   if (v.is<Seq>()) {
