@@ -84,8 +84,10 @@ ScalarType to_scalar(DType d) {
       return ScalarType::Byte;
     case DType::bool_:
       return ScalarType::Bool;
+    default:  // a tileops dtype this mapping predates
+      throw SignatureError("tileops: dtype " + std::string(dtype_name(d)) +
+                           " has no torch mapping in the extension");
   }
-  return ScalarType::Float;
 }
 
 Device to_device(const Tensor& t) {
