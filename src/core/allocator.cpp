@@ -1,5 +1,6 @@
 // Storage: owned host memory (64-byte aligned, one malloc block with the Storage object), owned
-// CUDA memory (stream-ordered allocator), and borrowed memory with a release callback.
+// CUDA memory (stream-ordered allocator), and borrowed memory with a release callback. A
+// thread-scoped storage source (storage_source.h) replaces the first two when installed.
 #include <cstdint>
 #include <cstdlib>
 #include <new>
@@ -7,6 +8,7 @@
 
 #include "tileops/core/cuda.h"
 #include "tileops/core/error.h"
+#include "tileops/core/storage_source.h"
 #include "tileops/core/tensor.h"
 
 #if TILEOPS_WITH_CUDA
@@ -66,6 +68,10 @@ void Storage::destroy(Storage* storage) noexcept {
 }
 
 StoragePtr Storage::allocate(std::size_t nbytes, Device device) {
+  void* source_context = nullptr;
+  if (StorageSource source = detail::current_storage_source(source_context)) [[unlikely]] {
+    return source(nbytes, device, source_context);
+  }
   if (device.is_cpu()) {
     // One plain malloc for the Storage object and the data, aligned by hand: aligned operator
     // new (memalign) costs about ten times a malloc in glibc. The data size is rounded up so

@@ -67,6 +67,15 @@ std::vector<std::string> check_op_class(const OpClass& c) {
         fmt::format("{}: delegate_types {} disagree with the manifest composition {}", c.name,
                     describe_delegates(), describe_stages()));
   }
+  // The compile boundary exists exactly for entries with a call-time tensor input and no
+  // composition (a composite traces through to its stages' nodes).
+  const bool boundary = !schema.inputs.empty() && schema.composition.empty();
+  if (boundary == schema.compile_op_names.empty() ||
+      schema.compile_op_names.size() != schema.compile_op_schemas.size()) {
+    problems.push_back(fmt::format("{}: compile_op_names ({} names) disagree with the boundary "
+                                   "conditions (call-time tensor input and no composition: {})",
+                                   c.name, schema.compile_op_names.size(), boundary));
+  }
   for (const auto& injected : c.injected_parameters) {
     if (injected == "target" || schema.find_param(injected) != nullptr) {
       problems.push_back(

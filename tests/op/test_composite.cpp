@@ -25,6 +25,8 @@ const OpSchema& chain_schema() {
     s.name = "ToyChainFwdOp";
     s.eval_roofline = nullptr;
     s.composition = {StageInfo{"first", "ToyScaleFwdOp"}, StageInfo{"second", "ToyScaleFwdOp"}};
+    s.compile_op_names = {};  // a composite is no node of its own
+    s.compile_op_schemas = {};
     return s;
   }();
   return schema;
@@ -234,6 +236,29 @@ TEST_F(Composite, DelegateTypesAreCheckedAgainstTheComposition) {
   const auto order = detail::check_op_class(wrong);
   ASSERT_EQ(order.size(), 1u);
   EXPECT_THAT(order[0], HasSubstr("disagree with the manifest composition"));
+}
+
+TEST_F(Composite, CompileOpNamesAreCheckedAgainstTheBoundaryConditions) {
+  // A composite with compile operators, and an op with a tensor input without them: both are
+  // registration problems (the boundary exists exactly without composition, with an input).
+  OpClass composite = op_class_of<ToyChainFwdOp>();
+  OpSchema with_names = *composite.schema;
+  with_names.compile_op_names = {"tileops::testing_toy_chain_fwd"};
+  with_names.compile_op_schemas = {"(str key, Tensor x) -> Tensor"};
+  composite.schema = &with_names;
+  const auto named = detail::check_op_class(composite);
+  ASSERT_EQ(named.size(), 1u);
+  EXPECT_THAT(named[0], HasSubstr("compile_op_names"));
+
+  // The same class as a leaf (no composition) without names.
+  OpClass leaf = op_class_of<ToyChainFwdOp>();
+  OpSchema without = *leaf.schema;
+  without.composition = {};
+  leaf.delegate_types = {};
+  leaf.schema = &without;
+  const auto unnamed = detail::check_op_class(leaf);
+  ASSERT_EQ(unnamed.size(), 1u);
+  EXPECT_THAT(unnamed[0], HasSubstr("boundary conditions"));
 }
 
 }  // namespace

@@ -1,10 +1,13 @@
 // tileops-gen: the manifest compiler and validator (a build step).
 //
 //   tileops-gen --manifest <dir> --out <dir> [--stamp <file>] [--source-prefix <text>] [--check]
+//               [--python-out <dir>]
 //
 // Reads every <dir>/*.yaml (one file per family), validates the whole manifest and, when no
 // diagnostic was found, writes <out>/include/tileops/gen/<family>.h, <out>/src/<family>.cpp and
-// <out>/src/manifest_registry.cpp (each only when its contents change). Diagnostics go to stderr
+// <out>/src/manifest_registry.cpp (each only when its contents change); with --python-out <dir>
+// also the Python package's generated files and the torch extension's registrations under
+// <dir>/python/. Diagnostics go to stderr
 // as `file:line: message`, sorted by file and line; any diagnostic makes the exit status 1.
 #include <algorithm>
 #include <filesystem>
@@ -24,7 +27,7 @@ namespace {
 int usage(const char* why) {
   std::cerr << "tileops-gen: " << why << "\n"
             << "usage: tileops-gen --manifest <dir> --out <dir> [--stamp <file>] "
-               "[--source-prefix <text>] [--check]\n";
+               "[--source-prefix <text>] [--check] [--python-out <dir>]\n";
   return 2;
 }
 
@@ -32,7 +35,7 @@ int usage(const char* why) {
 
 int main(int argc, char** argv) {
   namespace fs = std::filesystem;
-  std::string manifest_dir, out_dir, stamp, prefix;
+  std::string manifest_dir, out_dir, stamp, prefix, python_dir;
   bool check_only = false, have_prefix = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -50,6 +53,8 @@ int main(int argc, char** argv) {
     } else if (arg == "--source-prefix") {
       if (!value(prefix)) return usage("--source-prefix needs a value");
       have_prefix = true;
+    } else if (arg == "--python-out") {
+      if (!value(python_dir)) return usage("--python-out needs a folder");
     } else if (arg == "--check") {
       check_only = true;
     } else {
@@ -93,6 +98,16 @@ int main(int argc, char** argv) {
   try {
     for (const auto& f : tgen::generate(manifest, infos)) {
       tgen::write_if_changed((fs::path(out_dir) / f.path).string(), f.content);
+    }
+    if (!python_dir.empty()) {
+      std::vector<const tgen::OpInfo*> sorted;
+      for (const auto& info : infos) sorted.push_back(&info);
+      std::sort(sorted.begin(), sorted.end(), [](const auto* a, const auto* b) {
+        return a->decl->name < b->decl->name;
+      });
+      for (const auto& f : tgen::generate_python(sorted)) {
+        tgen::write_if_changed((fs::path(python_dir) / f.path).string(), f.content);
+      }
     }
     if (!stamp.empty()) {
       if (fs::path(stamp).has_parent_path()) fs::create_directories(fs::path(stamp).parent_path());

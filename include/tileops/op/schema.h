@@ -107,6 +107,11 @@ struct OpSchema {
   std::string_view roofline_bytes;  ///< empty: derived from the effect rules
   std::vector<WorkloadRow> workloads;
   std::vector<StageInfo> composition;
+  /// The compile boundary: one PyTorch custom operator per effect branch ("tileops::<family>_
+  /// <snake name>[_writes_<input>][_out]"), with its schema string. Empty exactly when the entry
+  /// has no call-time tensor input or has a composition (then it is no node under torch.compile).
+  std::vector<std::string_view> compile_op_names;
+  std::vector<std::string_view> compile_op_schemas;
 
   /// Evaluates the roofline over a call record (generated).
   Roofline (*eval_roofline)(const SignatureCall& call) = nullptr;

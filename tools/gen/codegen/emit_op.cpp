@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <set>
 
+#include "codegen/boundary.h"
 #include "codegen/code.h"
 #include "codegen/codegen.h"
 #include "dtypes.h"
@@ -473,6 +474,12 @@ class OpEmitter {
       if (st.optional) l += ", .optional = true";
       c.line(l + "},");
     }
+    c.close(";");
+    c.open("s.compile_op_names =");
+    for (const auto& co : compile_ops(op_)) c.line(q("tileops::" + co.name) + ",");
+    c.close(";");
+    c.open("s.compile_op_schemas =");
+    for (const auto& co : compile_ops(op_)) c.line(q(co.schema) + ",");
     c.close(";");
     c.line("s.eval_roofline = &" + name_ + "_eval_roofline;");
     c.line("s.instantiate = &" + name_ + "_instantiate;");

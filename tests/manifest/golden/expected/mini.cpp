@@ -88,6 +88,12 @@ const ::tileops::OpSchema& MiniMatmulFwdOp_schema() {
     };
     s.composition = {
     };
+    s.compile_op_names = {
+      "tileops::mini_matmul_fwd",
+    };
+    s.compile_op_schemas = {
+      "(str key, Tensor x, Tensor w, Tensor\077 bias) -> Tensor",
+    };
     s.eval_roofline = &MiniMatmulFwdOp_eval_roofline;
     s.instantiate = &MiniMatmulFwdOp_instantiate;
     return s;
@@ -575,6 +581,10 @@ const ::tileops::OpSchema& MiniSplitFwdOp_schema() {
     s.composition = {
       {.name = "split", .op = "MiniMatmulFwdOp"},
       {.name = "reduce", .kernel = "mini_reduce", .optional = true},
+    };
+    s.compile_op_names = {
+    };
+    s.compile_op_schemas = {
     };
     s.eval_roofline = &MiniSplitFwdOp_eval_roofline;
     s.instantiate = &MiniSplitFwdOp_instantiate;

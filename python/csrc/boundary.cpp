@@ -1,0 +1,435 @@
+// The generic boundary entry: torch tensors in and out without copies, outputs from torch's
+// allocator, tileops on torch's current CUDA stream, tileops errors tagged with their class.
+#include "boundary.h"
+
+#include <dlfcn.h>
+
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <stdexcept>
+#include <unordered_map>
+#include <utility>
+
+#include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
+#include <torch/headeronly/core/ScalarType.h>
+
+#include "tileops/core/cuda.h"
+#include "tileops/core/error.h"
+#include "tileops/core/storage_source.h"
+#include "tileops/core/tensor.h"
+#include "tileops/op/op.h"
+#include "tileops/op/op_class.h"
+
+namespace tileops::torch_ext {
+
+namespace {
+
+using torch::headeronly::ScalarType;
+namespace st = torch::stable;
+
+// ---- dtypes and devices -----------------------------------------------------------------------
+
+DType to_dtype(ScalarType s) {
+  switch (s) {
+    case ScalarType::Float:
+      return DType::float32;
+    case ScalarType::Half:
+      return DType::float16;
+    case ScalarType::BFloat16:
+      return DType::bfloat16;
+    case ScalarType::Float8_e4m3fn:
+      return DType::float8_e4m3fn;
+    case ScalarType::Char:
+      return DType::int8;
+    case ScalarType::Short:
+      return DType::int16;
+    case ScalarType::Int:
+      return DType::int32;
+    case ScalarType::Long:
+      return DType::int64;
+    case ScalarType::Byte:
+      return DType::uint8;
+    case ScalarType::Bool:
+      return DType::bool_;
+    default:
+      throw SignatureError("tileops: torch dtype " + std::string(torch::headeronly::toString(s)) +
+                           " has no tileops dtype");
+  }
+}
+
+ScalarType to_scalar(DType d) {
+  switch (d) {
+    case DType::float32:
+      return ScalarType::Float;
+    case DType::float16:
+      return ScalarType::Half;
+    case DType::bfloat16:
+      return ScalarType::BFloat16;
+    case DType::float8_e4m3fn:
+      return ScalarType::Float8_e4m3fn;
+    case DType::int8:
+      return ScalarType::Char;
+    case DType::int16:
+      return ScalarType::Short;
+    case DType::int32:
+      return ScalarType::Int;
+    case DType::int64:
+      return ScalarType::Long;
+    case DType::uint8:
+      return ScalarType::Byte;
+    case DType::bool_:
+      return ScalarType::Bool;
+    default:  // a tileops dtype this mapping predates
+      throw SignatureError("tileops: dtype " + std::string(dtype_name(d)) +
+                           " has no torch mapping in the extension");
+  }
+}
+
+Device to_device(const Tensor& t) {
+  if (t.is_cuda()) return Device::cuda(t.get_device_index());
+  if (t.is_cpu()) return Device::cpu();
+  throw SignatureError("tileops: tensors must be on the CPU or a CUDA device");
+}
+
+st::Device to_torch_device(Device d) {
+  return d.is_cpu() ? st::Device(torch::headeronly::DeviceType::CPU)
+                    : st::Device(torch::headeronly::DeviceType::CUDA,
+                                 static_cast<torch::stable::accelerator::DeviceIndex>(d.index));
+}
+
+// A view of the torch tensor, no copy; the torch handle keeps the memory alive.
+tileops::Tensor wrap(const Tensor& t) {
+  const auto sizes = t.sizes();
+  const auto strides = t.strides();
+  return tileops::Tensor::from_blob(t.data_ptr(), Sizes(sizes.begin(), sizes.end()),
+                                    to_dtype(t.scalar_type()), to_device(t),
+                                    Sizes(strides.begin(), strides.end()), [keep = t] {});
+}
+
+// ---- outputs from torch's allocator -------------------------------------------------------------
+
+// Kernels may touch whole 64-byte lines (as tileops' own CPU allocator allows).
+constexpr std::size_t kLine = 64;
+
+struct Allocations {
+  std::vector<std::pair<void*, Tensor>> blocks;  // data pointer, the uint8 torch tensor owning it
+};
+
+StoragePtr torch_storage(std::size_t nbytes, Device device, void* context) {
+  auto* allocations = static_cast<Allocations*>(context);
+  const std::vector<std::int64_t> size{
+      static_cast<std::int64_t>((nbytes + kLine - 1) / kLine * kLine)};
+  Tensor block = st::empty(size, ScalarType::Byte, std::nullopt, to_torch_device(device));
+  void* data = block.data_ptr();
+  allocations->blocks.emplace_back(data, block);
+  return Storage::borrow(data, nbytes, device, [keep = std::move(block)] {});
+}
+
+Tensor call_dispatcher(const char* op, const char* overload, StableIValue* stack) {
+  // Checked by hand: the checking macro's name differs between torch releases.
+  if (torch_call_dispatcher(op, overload, stack, TORCH_ABI_VERSION) != AOTI_TORCH_SUCCESS) {
+    throw std::runtime_error(std::string("tileops: torch call of ") + op + " failed");
+  }
+  return st::detail::to<Tensor>(stack[0]);
+}
+
+// The torch tensor over a tileops output: a typed, strided view of the block it was allocated
+// in, or (memory tileops did not take from torch) a copy into a new torch tensor.
+Tensor to_torch(const tileops::Tensor& y, const Allocations& allocations) {
+  const ScalarType scalar = to_scalar(y.dtype());
+  const std::vector<std::int64_t> sizes = y.sizes();
+  const std::vector<std::int64_t> strides = y.strides();
+  const void* base = y.storage() ? y.storage()->data() : nullptr;
+  for (const auto& [data, block] : allocations.blocks) {
+    if (data == nullptr || data != base) continue;
+    std::array<StableIValue, 2> as_type{st::detail::from(block), st::detail::from(scalar)};
+    Tensor typed = call_dispatcher("aten::view", "dtype", as_type.data());
+    std::array<StableIValue, 4> view{
+        st::detail::from(typed), st::detail::from(torch::headeronly::IntHeaderOnlyArrayRef(sizes)),
+        st::detail::from(torch::headeronly::IntHeaderOnlyArrayRef(strides)),
+        st::detail::from(std::optional<std::int64_t>(y.offset()))};
+    return call_dispatcher("aten::as_strided", "", view.data());
+  }
+  Tensor fresh = st::empty(sizes, scalar, std::nullopt, to_torch_device(y.device()));
+  if (y.numel() > 0) wrap(fresh).copy_(y);
+  return fresh;
+}
+
+// ---- streams ------------------------------------------------------------------------------------
+
+// Looked up at run time so that the extension loads against a torch without CUDA.
+using CurrentStreamFn = std::int32_t (*)(std::int32_t, void**);
+
+void use_torch_stream(int device) {
+  static const auto fn =
+      reinterpret_cast<CurrentStreamFn>(dlsym(RTLD_DEFAULT, "aoti_torch_get_current_cuda_stream"));
+  if (fn == nullptr || !cuda_available()) return;  // tileops reports the device as unserved
+  void* stream = nullptr;
+  if (fn(device, &stream) != 0)
+    throw UsageError("tileops: cannot read torch's current CUDA stream");
+  if (cuda_current_stream(device) != stream) set_cuda_stream(device, stream);
+}
+
+// ---- the instance registry ----------------------------------------------------------------------
+
+struct Registry {
+  std::shared_mutex mutex;
+  std::unordered_map<std::string, std::shared_ptr<Op>> ops;
+};
+
+Registry& registry() {
+  static Registry* r = new Registry;  // never destroyed: ops may outlive static destruction order
+  return *r;
+}
+
+std::shared_ptr<Op> find(const std::string& key) {
+  Registry& r = registry();
+  std::shared_lock lock(r.mutex);
+  const auto it = r.ops.find(key);
+  if (it == r.ops.end()) throw UsageError("tileops: no live op instance has key '" + key + "'");
+  return it->second;
+}
+
+// ---- errors -------------------------------------------------------------------------------------
+
+[[noreturn]] void rethrow_tagged() {
+  const auto tagged = [](const char* cls, const std::exception& e) {
+    return std::runtime_error(std::string("tileops.") + cls + ": " + e.what());
+  };
+  try {
+    throw;
+  } catch (const SignatureError& e) {
+    throw tagged("SignatureError", e);
+  } catch (const OpNotAvailableError& e) {
+    throw tagged("OpNotAvailableError", e);
+  } catch (const DispatchError& e) {
+    throw tagged("DispatchError", e);
+  } catch (const UnknownTargetError& e) {
+    throw tagged("UnknownTargetError", e);
+  } catch (const AmbiguousTargetError& e) {
+    throw tagged("AmbiguousTargetError", e);
+  } catch (const BackendError& e) {
+    throw tagged("BackendError", e);
+  } catch (const ManifestError& e) {
+    throw tagged("ManifestError", e);
+  } catch (const UsageError& e) {
+    throw tagged("UsageError", e);
+  } catch (const Error& e) {
+    throw tagged("Error", e);
+  }
+}
+
+Value decode(const std::string& text, const std::vector<std::optional<Tensor>>& tensors) {
+  if (text.size() < 2 || text[1] != ':') throw UsageError("tileops: bad parameter encoding");
+  const std::string body = text.substr(2);
+  switch (text[0]) {
+    case 'i':
+      return Value(static_cast<std::int64_t>(std::stoll(body)));
+    case 'f':
+      return Value(std::stod(body));
+    case 'b':
+      return Value(body == "1");
+    case 's':
+      return Value(body);
+    case 'n':
+      return Value(NoneValue{});
+    case 'l': {
+      Sizes list;
+      for (std::size_t at = 0; at < body.size();) {
+        const std::size_t comma = body.find(',', at);
+        list.push_back(std::stoll(body.substr(at, comma - at)));
+        if (comma == std::string::npos) break;
+        at = comma + 1;
+      }
+      return Value(list);
+    }
+    case 't': {
+      const auto& t = tensors.at(std::stoul(body));
+      return t ? Value(wrap(*t)) : Value(NoneValue{});
+    }
+    default:
+      throw UsageError("tileops: bad parameter encoding '" + text + "'");
+  }
+}
+
+std::string number(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+}  // namespace
+
+std::vector<Tensor> run_boundary(const std::string& key, std::vector<std::optional<Tensor>> inputs,
+                                 std::optional<Tensor> out, std::size_t n_returns) {
+  try {
+    const std::shared_ptr<Op> op = find(key);
+    std::vector<tileops::Tensor> ins;
+    ins.reserve(inputs.size());
+    std::optional<Device> device;
+    for (const auto& t : inputs) {
+      ins.push_back(t ? wrap(*t) : tileops::Tensor());
+      if (t && !device) device = ins.back().device();
+    }
+    if (device && device->is_cuda()) use_torch_stream(device->index);
+    std::vector<tileops::Tensor> outs;
+    for (const auto& o : op->schema().outputs) {
+      if (o.buffer_out) outs.push_back(out ? wrap(*out) : tileops::Tensor());
+    }
+    Allocations allocations;
+    std::vector<tileops::Tensor> results;
+    {
+      const ScopedStorageSource source(&torch_storage, &allocations);
+      results = op->call(ins, outs);
+    }
+    std::vector<Tensor> returned;
+    returned.reserve(n_returns);
+    const auto& decls = op->schema().outputs;
+    for (std::size_t i = 0; i < results.size() && i < decls.size(); ++i) {
+      if (out && decls[i].buffer_out) continue;  // the caller's buffer, not returned
+      returned.push_back(to_torch(results[i], allocations));
+    }
+    if (returned.size() != n_returns) {
+      throw UsageError("tileops: " + std::string(op->name()) + " returned " +
+                       std::to_string(returned.size()) + " tensors, the schema " +
+                       std::to_string(n_returns));
+    }
+    return returned;
+  } catch (const Error&) {
+    rethrow_tagged();
+  }
+}
+
+std::vector<Tensor> call_native(const std::string& key,
+                                const std::vector<std::optional<Tensor>>& inputs) {
+  try {
+    const std::shared_ptr<Op> op = find(key);
+    std::vector<tileops::Tensor> ins;
+    std::optional<Device> device;
+    for (const auto& t : inputs) {
+      if (!t) {
+        ins.emplace_back();
+        continue;
+      }
+      const tileops::Tensor view = wrap(*t);
+      tileops::Tensor owned = tileops::Tensor::empty(view.sizes(), view.dtype(), view.device());
+      owned.copy_(view);
+      ins.push_back(owned);
+      if (!device) device = view.device();
+    }
+    void* previous = nullptr;
+    const bool cuda = device && device->is_cuda() && cuda_available();
+    if (cuda) {
+      previous = cuda_current_stream(device->index);
+      set_cuda_stream(device->index, nullptr);
+    }
+    std::vector<tileops::Tensor> results;
+    try {
+      results = op->call(ins);
+    } catch (...) {
+      if (cuda) set_cuda_stream(device->index, previous);
+      throw;
+    }
+    std::vector<Tensor> out;
+    const Allocations none;
+    for (const auto& r : results) out.push_back(to_torch(r, none));
+    if (cuda) {
+      cuda_synchronize(device->index);
+      set_cuda_stream(device->index, previous);
+    }
+    return out;
+  } catch (const Error&) {
+    rethrow_tagged();
+  }
+}
+
+std::string construct(const std::string& name, const std::vector<std::string>& param_names,
+                      const std::vector<std::string>& param_values,
+                      const std::vector<std::optional<Tensor>>& tensors) {
+  try {
+    if (param_names.size() != param_values.size()) throw UsageError("tileops: bad parameters");
+    ParamMap params;
+    std::optional<std::string> target;
+    for (std::size_t i = 0; i < param_names.size(); ++i) {
+      if (param_names[i] == "target") {
+        target = param_values[i].substr(2);
+        continue;
+      }
+      params.emplace(param_names[i], decode(param_values[i], tensors));
+    }
+    std::shared_ptr<Op> op = make_op(name, params, target ? Target(*target) : Target());
+    std::string key = op->instance_key();
+    Registry& r = registry();
+    std::unique_lock lock(r.mutex);
+    r.ops.emplace(key, std::move(op));
+    return key;
+  } catch (const Error&) {
+    rethrow_tagged();
+  }
+}
+
+std::vector<std::string> query(const std::string& key, const std::string& what) {
+  try {
+    if (what == "release") {
+      Registry& r = registry();
+      std::unique_lock lock(r.mutex);
+      r.ops.erase(key);
+      return {};
+    }
+    const std::shared_ptr<Op> op = find(key);
+    if (what == "last_call") {
+      const SignatureCallPtr call = op->last_call();
+      std::vector<std::string> lines{"device:" + call->device.str(),
+                                     std::string("has_out:") + (call->has_out ? "1" : "0")};
+      const auto& indices = op->schema().indices;
+      for (std::size_t i = 0; i < call->indices.size() && i < indices.size(); ++i) {
+        lines.push_back("index:" + std::string(indices[i].name) + "=" +
+                        value_repr(call->indices[i]));
+      }
+      for (const auto& t : call->tensors) {
+        std::string dims;
+        for (std::size_t d = 0; d < t.shape.size(); ++d)
+          dims += (d ? "," : "") + std::to_string(t.shape[d]);
+        const char* role = t.role == TensorRecord::Role::input    ? "input"
+                           : t.role == TensorRecord::Role::output ? "output"
+                                                                  : "construction";
+        lines.push_back("tensor:" + std::string(t.name) + ":" + role + ":" +
+                        std::string(dtype_name(t.dtype)) + ":" + std::to_string(t.reads) + ":" +
+                        std::to_string(t.writes) + ":" + dims);
+      }
+      for (const int w : call->written) lines.push_back("written:" + std::to_string(w));
+      return lines;
+    }
+    if (what == "roofline") {
+      const Roofline r = op->eval_roofline();
+      return {number(r.flops), number(r.bytes)};
+    }
+    if (what == "request_tune") {
+      op->request_tune();
+      return {};
+    }
+    if (what == "kernel_config") {
+      const auto config = op->kernel_config();
+      return config ? std::vector<std::string>{*config} : std::vector<std::string>{};
+    }
+    if (what == "iter_kernels") {
+      std::vector<std::string> lines;
+      for (const Kernel* k : op->iter_kernels()) lines.push_back(k->config());
+      return lines;
+    }
+    if (what == "serving_target") {
+      const auto t = op->serving_target();
+      return t ? std::vector<std::string>{*t} : std::vector<std::string>{};
+    }
+    throw UsageError("tileops: unknown query '" + what + "'");
+  } catch (const Error&) {
+    rethrow_tagged();
+  }
+}
+
+}  // namespace tileops::torch_ext

@@ -1,0 +1,59 @@
+// Registers the custom operators of the compile boundary (generated from the manifest into
+// boundary_ops.inc) and the extension's three utility operators, on the LibTorch stable ABI.
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/tensor.h>
+
+#include "boundary.h"
+
+namespace tileops::torch_ext {
+namespace {
+
+#include "boundary_ops.inc"
+
+std::string construct_op(std::string name, std::vector<std::string> param_names,
+                         std::vector<std::string> param_values,
+                         std::vector<std::optional<Tensor>> tensors) {
+  return construct(name, param_names, param_values, tensors);
+}
+
+std::vector<Tensor> call_native_op(std::string key, std::vector<std::optional<Tensor>> inputs) {
+  return call_native(key, inputs);
+}
+
+std::vector<std::string> query_op(std::string key, std::string what) {
+  return query(key, what);
+}
+
+}  // namespace
+}  // namespace tileops::torch_ext
+
+using namespace tileops::torch_ext;  // NOLINT: the registration macros name the functions bare
+
+STABLE_TORCH_LIBRARY(tileops, m) {
+  TILEOPS_BOUNDARY_DEFS(m)
+  // Construction and introspection run eagerly, outside any graph.
+  m.def("_construct(str name, str[] param_names, str[] param_values, Tensor?[] tensors) -> str");
+  m.def("_query(str key, str what) -> str[]");
+  // Tests only: the C++ caller's path (tileops' allocator and stream), never traced.
+  m.def("_call_native(str key, Tensor?[] inputs) -> Tensor[]");
+}
+
+STABLE_TORCH_LIBRARY_IMPL(tileops, CPU, m) {
+  TILEOPS_BOUNDARY_IMPLS(m)
+  m.impl("_call_native", TORCH_BOX(&call_native_op));
+}
+
+STABLE_TORCH_LIBRARY_IMPL(tileops, CUDA, m) {
+  TILEOPS_BOUNDARY_IMPLS(m)
+  m.impl("_call_native", TORCH_BOX(&call_native_op));
+}
+
+STABLE_TORCH_LIBRARY_IMPL(tileops, CompositeExplicitAutograd, m) {
+  m.impl("_construct", TORCH_BOX(&construct_op));
+  m.impl("_query", TORCH_BOX(&query_op));
+}

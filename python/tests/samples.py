@@ -1,0 +1,150 @@
+"""Valid inputs for every boundary op: constructor parameters and call inputs, per case.
+
+Integer inputs that must hold valid values (expert offsets, ids, inverse indices) are built
+consistently here; floats are random with a fixed seed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+@dataclass
+class Case:
+    op: str
+    params: dict[str, Any]
+    inputs: tuple[torch.Tensor | None, ...]
+    label: str
+    has_out: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _randn(shape: tuple[int, ...], dtype: torch.dtype, device: str, seed: int) -> torch.Tensor:
+    return torch.randn(shape, generator=_gen(seed), dtype=torch.float32).to(dtype).to(device)
+
+
+def rms_norm(device: str, dtype: torch.dtype, rows: tuple[int, ...], hidden: int) -> Case:
+    x = _randn((*rows, hidden), dtype, device, 1)
+    w = (1 + 0.1 * _randn((hidden,), torch.float32, "cpu", 2)).to(dtype).to(device)
+    return Case("RMSNormFwdOp", {"normalized_shape": [hidden], "eps": 1e-6}, (x, w),
+                f"{rows}x{hidden}-{dtype}")
+
+
+def fused_add_rms_norm(device: str, dtype: torch.dtype, rows: int, hidden: int) -> Case:
+    x = _randn((rows, hidden), dtype, device, 3)
+    residual = _randn((rows, hidden), dtype, device, 4)
+    w = (1 + 0.1 * _randn((hidden,), torch.float32, "cpu", 5)).to(dtype).to(device)
+    return Case("FusedAddRMSNormFwdOp", {"normalized_shape": [hidden], "eps": 1e-5},
+                (x, residual, w), f"{rows}x{hidden}-{dtype}")
+
+
+def long_rope(device: str, dtype: torch.dtype, layout: str, positions: bool,
+              s: int = 16, h: int = 4, r: int = 8, b: int = 2) -> Case:
+    factors = 1 + torch.rand(r, generator=_gen(6))
+    shape = (b, s, h, 2 * r) if layout == "bshd" else (s, 2 * r)
+    x = _randn(shape, dtype, device, 7)
+    pos = None
+    if positions:
+        pshape = (b, s) if layout == "bshd" else (s,)
+        pos = torch.randint(0, 8192, pshape, generator=_gen(8)).to(device)
+    params = {"rescale_factors": factors.to(device), "base": 10000.0,
+              "max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
+              "attention_scaling": None, "layout": layout}
+    return Case("LongRoPEFwdOp", params, (x, pos), f"{layout}-pos{int(positions)}-{dtype}")
+
+
+def routing(device: str, dtype: torch.dtype, m: int, e: int, k: int, scoring: str,
+            bias: bool) -> Case:
+    logits = _randn((m, e), dtype, device, 9)
+    cb = (0.1 * _randn((e,), torch.float32, "cpu", 10)).to(device) if bias else None
+    params = {"top_k": k, "scoring": scoring, "renormalize": True, "routed_scaling_factor": 2.5}
+    return Case("MoETopKRoutingFwdOp", params, (logits, cb), f"{m}x{e}-k{k}-{scoring}-{dtype}",
+                has_out=False)
+
+
+def topk_ids(m: int, k: int, e: int, seed: int, device: str) -> torch.Tensor:
+    scores = torch.rand(m, e, generator=_gen(seed))
+    return scores.topk(k, dim=1).indices.to(torch.int32).to(device)
+
+
+def pre_permute(device: str, dtype: torch.dtype, m: int, h: int, k: int, e: int,
+                expert_map: bool) -> Case:
+    x = _randn((m, h), dtype, device, 11)
+    g = e * 2 if expert_map else e
+    ids = topk_ids(m, k, g, 12, device)
+    emap = None
+    if expert_map:  # this rank holds the even global experts
+        emap = torch.tensor([i // 2 if i % 2 == 0 else -1 for i in range(g)], dtype=torch.int32).to(device)
+    return Case("MoEPrePermuteFwdOp", {"num_experts": e}, (x, ids, emap),
+                f"{m}x{h}-k{k}-e{e}-map{int(expert_map)}-{dtype}", has_out=False)
+
+
+def offsets_for(m: int, e: int, seed: int) -> torch.Tensor:
+    cuts = torch.sort(torch.randint(0, m + 1, (e - 1,), generator=_gen(seed))).values
+    return torch.cat([torch.tensor([0]), cuts, torch.tensor([m])]).to(torch.int32)
+
+
+def grouped_gemm(device: str, dtype: torch.dtype, m: int, e: int, n: int, k: int,
+                 activation: str) -> Case:
+    a = _randn((m, k), dtype, device, 13)
+    b = (0.1 * _randn((e, n, k), torch.float32, "cpu", 14)).to(dtype).to(device)
+    offs = offsets_for(m, e, 15).to(device)
+    return Case("MoEGroupedGemmFwdOp", {"activation": activation}, (a, offs, b),
+                f"{m}x{n}x{k}-e{e}-{activation}-{dtype}")
+
+
+def post_permute(device: str, dtype: torch.dtype, m: int, k: int, h: int) -> Case:
+    r = m * k
+    expert_out = _randn((r, h), dtype, device, 16)
+    weights = torch.rand(m, k, generator=_gen(17)).to(device)
+    inverse = torch.randperm(r, generator=_gen(18)).to(torch.int32).reshape(m, k)
+    inverse[0, 0] = -1  # a pair served elsewhere
+    return Case("MoEPostPermuteFwdOp", {"scale": 1.0}, (expert_out, weights, inverse.to(device)),
+                f"{m}x{k}x{h}-{dtype}")
+
+
+def cases(device: str) -> list[Case]:
+    """Several shapes and dtypes per boundary op."""
+    out: list[Case] = []
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        out.append(rms_norm(device, dtype, (4,), 64))
+        out.append(rms_norm(device, dtype, (2, 3), 128))
+        out.append(fused_add_rms_norm(device, dtype, 5, 96))
+        out.append(long_rope(device, dtype, "bshd", False))
+        out.append(long_rope(device, dtype, "sd", True))
+        out.append(routing(device, dtype, 6, 16, 4, "softmax", False))
+        out.append(pre_permute(device, dtype, 6, 32, 2, 8, False))
+        out.append(post_permute(device, dtype, 6, 2, 32))
+    out.append(long_rope(device, torch.bfloat16, "bshd", True))
+    out.append(routing(device, torch.float32, 7, 32, 8, "sigmoid", True))
+    out.append(pre_permute(device, torch.bfloat16, 5, 16, 2, 4, True))
+    for dtype in (torch.bfloat16, torch.float16):
+        out.append(grouped_gemm(device, dtype, 24, 4, 32, 48, "none"))
+        out.append(grouped_gemm(device, dtype, 16, 3, 64, 32, "silu_and_mul"))
+    out.append(grouped_gemm(device, torch.bfloat16, 16, 3, 64, 32, "gelu_and_mul"))
+    return out
+
+
+def build(case: Case) -> Any:
+    import tileops
+
+    return getattr(tileops, case.op)(**case.params)
+
+
+SAMPLE_BUILDERS: dict[str, Callable[..., Case]] = {
+    "RMSNormFwdOp": rms_norm,
+    "FusedAddRMSNormFwdOp": fused_add_rms_norm,
+    "LongRoPEFwdOp": long_rope,
+    "MoETopKRoutingFwdOp": routing,
+    "MoEPrePermuteFwdOp": pre_permute,
+    "MoEGroupedGemmFwdOp": grouped_gemm,
+    "MoEPostPermuteFwdOp": post_permute,
+}

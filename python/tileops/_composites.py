@@ -1,0 +1,100 @@
+"""The forwards of the composite ops, mirroring the C++ classes (src/ops/moe/moe_composites.cpp).
+
+A composite has no custom operator: its forward calls its stages' ops, so that traced, the
+stages' nodes appear in the graph. Sub-ops settled by the parameters are built at construction
+(held before any tracing, so a cold ``fullgraph=True`` compile never constructs); the
+pre-permute of FusedMoEExpertsFwdOp depends on the call's expert count and is built at the
+first call with that count (call eagerly once before compiling).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from tileops.errors import UsageError
+
+
+def _ops() -> Any:
+    from tileops import ops
+
+    return ops
+
+
+def _construct_mlp(op: Any) -> None:
+    ops = _ops()
+    op._gate_up = op.delegate_for("gate_up", None, ops.MoEGroupedGemmFwdOp, activation=op._params["activation"])
+    op._down = op.delegate_for("down", None, ops.MoEGroupedGemmFwdOp, activation="none")
+
+
+def _forward_mlp(op: Any, x: torch.Tensor, offsets: torch.Tensor, w13: torch.Tensor,
+                 w2: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+    h = op._gate_up(x, offsets, w13)
+    return op._down(h, offsets, w2, out=out)
+
+
+def _construct_experts(op: Any) -> None:
+    ops = _ops()
+    op._mlp = op.delegate_for("mlp", None, ops.MoEExpertMLPFwdOp, activation=op._params["activation"])
+    op._post = op.delegate_for("post_permute", None, ops.MoEPostPermuteFwdOp)
+
+
+def _forward_experts(op: Any, x: torch.Tensor, topk_weights: torch.Tensor,
+                     topk_ids: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor,
+                     expert_map: torch.Tensor | None, out: torch.Tensor | None) -> torch.Tensor:
+    experts = int(w13.shape[0])
+    pre = op.delegate_for("pre_permute", f"E={experts}", _ops().MoEPrePermuteFwdOp, num_experts=experts)
+    permuted, offsets, inverse = pre(x, topk_ids, expert_map)
+    h = op._mlp(permuted, offsets, w13, w2)
+    return op._post(h, topk_weights, inverse, out=out)
+
+
+def _construct_fused(op: Any) -> None:
+    ops = _ops()
+    p = op._params
+    if p.get("activation") is None:
+        p["activation"] = "silu_and_mul"
+    op._routing = op.delegate_for(
+        "routing", None, ops.MoETopKRoutingFwdOp, top_k=p["top_k"], scoring=p["scoring"],
+        renormalize=p["renormalize"], routed_scaling_factor=p["routed_scaling_factor"],
+    )
+    op._experts = op.delegate_for("experts", None, ops.FusedMoEExpertsFwdOp, activation=p["activation"])
+
+
+def _forward_fused(op: Any, x: torch.Tensor, router_logits: torch.Tensor, w13: torch.Tensor,
+                   w2: torch.Tensor, correction_bias: torch.Tensor | None,
+                   out: torch.Tensor | None) -> torch.Tensor:
+    topk_weights, topk_ids = op._routing(router_logits, correction_bias)
+    # The single-device prepare/finalize passes the tokens through; the experts write `out`.
+    return op._experts(x, topk_weights, topk_ids, w13, w2, None, out=out)
+
+
+_COMPOSITES: dict[str, tuple[Callable[[Any], None], Callable[..., torch.Tensor]]] = {
+    "MoEExpertMLPFwdOp": (_construct_mlp, _forward_mlp),
+    "FusedMoEExpertsFwdOp": (_construct_experts, _forward_experts),
+    "FusedMoEFwdOp": (_construct_fused, _forward_fused),
+}
+
+
+def _entry(op: Any) -> tuple[Callable[[Any], None], Callable[..., torch.Tensor]]:
+    name = type(op).__name__
+    if name not in _COMPOSITES:
+        raise UsageError(f"tileops: composite {name} has no Python forward")
+    return _COMPOSITES[name]
+
+
+def construct(op: Any) -> None:
+    """Builds the sub-ops the parameters settle."""
+    _entry(op)[0](op)
+
+
+def forward(op: Any, inputs: tuple[Any, ...], out: torch.Tensor | None) -> torch.Tensor:
+    """Runs the composite's stages."""
+    return _entry(op)[1](op, *inputs, out)
+
+
+def names() -> list[str]:
+    """The composites with a Python forward."""
+    return sorted(_COMPOSITES)
