@@ -9,7 +9,8 @@
 # directory must hold a CUDA build of tests/tileops_gpu_tests). Environment: OUT or LOGS (where
 # sanitize.log goes; default BUILD_DIR/gpu-sanitize), GPU_SANITIZE_MEMCHECK_S (time limit of the
 # memcheck run, default 300), GPU_SANITIZE_RACE_S (of each test under racecheck or synccheck,
-# default 60). Runs alone or as a step of scripts/gpu-check.sh.
+# default 60), GPU_SANITIZE_JOBS (racecheck and synccheck processes at once, default 4). Runs
+# alone or as a step of scripts/gpu-check.sh.
 set -uo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -100,12 +101,43 @@ fi
 # what they check, not an error to report (memory accesses are still checked).
 sanitize "memcheck, whole-memory tests" "${GPU_SANITIZE_RACE_S:-60}" 'GpuFailure.*' \
   --tool memcheck --report-api-errors no
-# One test at a time, each with its own limit, so that a slow one leaves the others' results.
-for t in "${shared_memory_tests[@]}"; do
-  sanitize "racecheck $t" "${GPU_SANITIZE_RACE_S:-60}" "$t" --tool racecheck --racecheck-report all
+# Each (tool, test) pair in its own process with its own limit and log, GPU_SANITIZE_JOBS (default
+# 4) at a time: a slow one leaves the others' results, and the checkers' host side is the
+# bottleneck, not the GPU.
+jobs_at_once=${GPU_SANITIZE_JOBS:-4}
+race_limit=${GPU_SANITIZE_RACE_S:-60}
+pairs=()
+for t in "${shared_memory_tests[@]}"; do pairs+=("racecheck $t" "synccheck $t"); done
+run_pair() {  # run_pair INDEX TOOL TEST
+  local args=(--tool "$2")
+  [[ $2 == racecheck ]] && args+=(--racecheck-report all)
+  local t0=$SECONDS
+  timeout --kill-after=10 "$race_limit" compute-sanitizer "${args[@]}" --error-exitcode 99 \
+    "$tests" --gtest_filter="$3" --gtest_brief=1 > "$logs/pair-$1.log" 2>&1
+  echo "$? $((SECONDS - t0))" > "$logs/pair-$1.rc"
+}
+for i in "${!pairs[@]}"; do
+  while (($(jobs -rp | wc -l) >= jobs_at_once)); do wait -n; done
+  read -r tool test <<< "${pairs[$i]}"
+  run_pair "$i" "$tool" "$test" &
 done
-for t in "${shared_memory_tests[@]}"; do
-  sanitize "synccheck $t" "${GPU_SANITIZE_RACE_S:-60}" "$t" --tool synccheck
+wait
+for i in "${!pairs[@]}"; do
+  read -r rc took < "$logs/pair-$i.rc"
+  echo "== compute-sanitizer ${pairs[$i]} (limit ${race_limit}s)" >> "$log"
+  cat "$logs/pair-$i.log" >> "$log"
+  summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$logs/pair-$i.log" | tail -1)
+  if ((rc == 0)); then
+    results+=("${pairs[$i]}: ok (${took} s; ${summary:-no summary})")
+  else
+    status=1
+    if ((rc == 124 || rc == 137)); then
+      results+=("${pairs[$i]}: TIMEOUT after ${race_limit} s")
+    else
+      results+=("${pairs[$i]}: FAIL (exit $rc; ${summary:-see $log})")
+    fi
+  fi
+  rm -f "$logs/pair-$i.log" "$logs/pair-$i.rc"
 done
 
 grep -E "^\[  FAILED  \]|ERROR SUMMARY|RACECHECK SUMMARY|Invalid|Race reported|Barrier error" \
