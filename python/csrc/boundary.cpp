@@ -162,13 +162,27 @@ Tensor to_torch(const tileops::Tensor& y, const Allocations& allocations) {
 
 // ---- streams ------------------------------------------------------------------------------------
 
-// Looked up at run time so that the extension loads against a torch without CUDA.
+// Looked up at run time so that the extension loads against a torch without CUDA. Python loads
+// torch's libraries with RTLD_LOCAL, so the symbol is not in the global scope: it is looked up in
+// libtorch_cuda.so itself, which `import torch` has loaded when torch has CUDA.
 using CurrentStreamFn = std::int32_t (*)(std::int32_t, void**);
 
+CurrentStreamFn find_current_stream_fn() {
+  const char* symbol = "aoti_torch_get_current_cuda_stream";
+  if (void* fn = dlsym(RTLD_DEFAULT, symbol)) return reinterpret_cast<CurrentStreamFn>(fn);
+  void* lib = dlopen("libtorch_cuda.so", RTLD_LAZY | RTLD_NOLOAD);
+  return lib == nullptr ? nullptr : reinterpret_cast<CurrentStreamFn>(dlsym(lib, symbol));
+}
+
 void use_torch_stream(int device) {
-  static const auto fn =
-      reinterpret_cast<CurrentStreamFn>(dlsym(RTLD_DEFAULT, "aoti_torch_get_current_cuda_stream"));
-  if (fn == nullptr || !cuda_available()) return;  // tileops reports the device as unserved
+  static const CurrentStreamFn fn = find_current_stream_fn();
+  // Never run silently on another stream than torch's: under CUDA-graph capture the kernels would
+  // run at once instead of joining the graph.
+  if (fn == nullptr) {
+    throw UsageError(
+        "tileops: cannot find torch's aoti_torch_get_current_cuda_stream, so cannot run "
+        "on torch's current CUDA stream");
+  }
   void* stream = nullptr;
   if (fn(device, &stream) != 0)
     throw UsageError("tileops: cannot read torch's current CUDA stream");

@@ -38,12 +38,16 @@ def test_boundary_equals_native_path(case: samples.Case, device: str) -> None:
 def test_runs_on_torch_current_stream() -> None:
     case = samples.rms_norm("cuda", torch.bfloat16, (4096,), 4096)
     op = samples.build(case)
-    want = op(*case.inputs)
+    x, weight = case.inputs[0], case.inputs[1]
+    want = op(x, weight)
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
-        for _ in range(3):
-            got = op(*case.inputs)
+        # The input is produced on the side stream after a long sleep: only a kernel queued on the
+        # same stream reads it finished. On any other stream it would read it unwritten.
+        torch.cuda._sleep(100_000_000)
+        produced = x * 1
+        got = op(produced, weight)
     torch.cuda.synchronize()
     assert torch.equal(got, want)
 

@@ -68,12 +68,14 @@ TEST(GpuFailure, OutputPastTheFreeMemoryRaisesLeaksNothingAndTheOpKeepsWorking) 
     EXPECT_THAT(e.what(), testing::HasSubstr("cudaMallocAsync of 1073741824 bytes on cuda:0"));
     EXPECT_THAT(e.what(), testing::HasSubstr("out of device memory"));
   }
-  // The failed call holds nothing (the driver's own bookkeeping moves by pages, not more).
+  // The failed call holds nothing (the driver's own bookkeeping moves by pages, not more). Free
+  // memory is device-wide: another process may free some meanwhile, never a leak of ours, so
+  // only a drop is checked.
   constexpr double kPages = 4 << 20;
-  EXPECT_NEAR(static_cast<double>(free_device_bytes()), static_cast<double>(free_with_hog), kPages);
+  EXPECT_GE(static_cast<double>(free_device_bytes()) + kPages, static_cast<double>(free_with_hog));
   ASSERT_EQ(cudaFree(hog), cudaSuccess);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);  // no sticky error left behind
-  EXPECT_NEAR(static_cast<double>(free_device_bytes()), static_cast<double>(free_before), kPages);
+  EXPECT_GE(static_cast<double>(free_device_bytes()) + kPages, static_cast<double>(free_before));
 
   // The same instance serves the large call now that memory is free, and small calls again.
   const Tensor y = op(big, w_gpu);
