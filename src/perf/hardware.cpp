@@ -22,6 +22,7 @@
 #include <variant>
 #include <vector>
 
+#include "core/json_text.h"
 #include "perf/probe.h"
 #include "tileops/core/cuda.h"
 #include "tileops/core/error.h"
@@ -181,36 +182,6 @@ std::filesystem::path saved_profile_path(std::string_view key) {
 }
 
 namespace {
-
-std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
 
 /// A minimal JSON reader for the profile format: objects, strings, numbers, true/false/null.
 /// Arrays are accepted and skipped.

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/json_text.h"  // json_string, shared with the library
 #include "tileops/op/schema.h"
 
 #ifndef TILEOPS_VERSION_STRING
@@ -69,7 +70,6 @@ std::string render_json_rows(const Table& table, int indent = 0);
 std::string render_csv(const Table& table);
 std::string render(const Table& table, Format format);
 
-std::string json_string(std::string_view s);
 /// A finite number as JSON (shortest round-trip form), else null.
 std::string json_number(double v);
 

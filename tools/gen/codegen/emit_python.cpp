@@ -8,41 +8,19 @@
 #include "codegen/boundary.h"
 #include "codegen/codegen.h"
 #include "core/float_repr.h"
+#include "core/json_text.h"
 
 namespace tgen {
 
 namespace {
-
-std::string json_str(const std::string& s) {
-  std::string out = "\"";
-  for (const char ch : s) {
-    switch (ch) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        out += ch;
-    }
-  }
-  return out + "\"";
-}
 
 std::string json_value(const EValue& v) {
   if (v.is<NoneValue>()) return "null";
   if (v.is<bool>()) return v.as<bool>() ? "true" : "false";
   if (v.is<std::int64_t>()) return std::to_string(v.as<std::int64_t>());
   if (v.is<double>()) return tileops::float_repr(v.as<double>());
-  if (v.is<std::string>()) return json_str(v.as<std::string>());
-  if (v.is<DTypeValue>()) return json_str(v.as<DTypeValue>().name);
+  if (v.is<std::string>()) return tileops::json_string(v.as<std::string>());
+  if (v.is<DTypeValue>()) return tileops::json_string(v.as<DTypeValue>().name);
   if (v.is<Seq>()) {
     std::string out = "[";
     for (std::size_t i = 0; i < v.as<Seq>().size(); ++i)
@@ -60,64 +38,73 @@ std::string json_bool(bool b) {
 }
 
 std::string op_json(const OpDecl& op) {
-  std::string o = "  {\"name\": " + json_str(op.name) + ", \"family\": " + json_str(op.family) +
-                  ", \"status\": " + json_str(op.status) +
-                  ", \"ref_api\": " + json_str(op.ref_api) + ",\n   \"doc\": " + json_str(op.doc) +
+  std::string o = "  {\"name\": " + tileops::json_string(op.name) +
+                  ", \"family\": " + tileops::json_string(op.family) +
+                  ", \"status\": " + tileops::json_string(op.status) +
+                  ", \"ref_api\": " + tileops::json_string(op.ref_api) +
+                  ",\n   \"doc\": " + tileops::json_string(op.doc) +
                   ",\n   \"composite\": " + json_bool(op.has_composition) + ",\n";
   o += "   \"compile_ops\": [";
   const auto cops = compile_ops(op);
   for (std::size_t i = 0; i < cops.size(); ++i) {
-    o += std::string(i ? ", " : "") + "{\"name\": " + json_str("tileops::" + cops[i].name) +
-         ", \"schema\": " + json_str(cops[i].schema) + ", \"out\": " + json_bool(cops[i].out) + "}";
+    o += std::string(i ? ", " : "") +
+         "{\"name\": " + tileops::json_string("tileops::" + cops[i].name) +
+         ", \"schema\": " + tileops::json_string(cops[i].schema) +
+         ", \"out\": " + json_bool(cops[i].out) + "}";
   }
   o += "],\n   \"forall\": [";
   for (std::size_t i = 0; i < op.forall.size(); ++i) {
-    o += std::string(i ? ", " : "") + "{\"name\": " + json_str(op.forall[i].name) +
-         ", \"kind\": " + json_str(op.forall[i].kind_text) + "}";
+    o += std::string(i ? ", " : "") + "{\"name\": " + tileops::json_string(op.forall[i].name) +
+         ", \"kind\": " + tileops::json_string(op.forall[i].kind_text) + "}";
   }
   o += "],\n   \"params\": [";
   for (std::size_t i = 0; i < op.params.size(); ++i) {
     const auto& p = op.params[i];
-    o += std::string(i ? ",\n     " : "") + "{\"name\": " + json_str(p.name) +
-         ", \"type\": " + json_str(p.type.text) + ", \"has_default\": " + json_bool(p.has_default) +
+    o += std::string(i ? ",\n     " : "") + "{\"name\": " + tileops::json_string(p.name) +
+         ", \"type\": " + tileops::json_string(p.type.text) +
+         ", \"has_default\": " + json_bool(p.has_default) +
          ", \"default\": " + (p.has_default ? json_value(p.default_value) : "null") +
          ", \"kw_only\": " + json_bool(p.kw_only) + ", \"is_tensor\": " + json_bool(p.is_tensor) +
-         ", \"dtype\": " + json_str(p.dtype) + ", \"shape\": " + json_str(p.shape.text) +
-         ", \"optional\": " + json_bool(p.optional) + ", \"doc\": " + json_str(p.doc) + "}";
+         ", \"dtype\": " + tileops::json_string(p.dtype) +
+         ", \"shape\": " + tileops::json_string(p.shape.text) +
+         ", \"optional\": " + json_bool(p.optional) + ", \"doc\": " + tileops::json_string(p.doc) +
+         "}";
   }
   for (const bool out : {false, true}) {
     o += out ? "],\n   \"outputs\": [" : "],\n   \"inputs\": [";
     const auto& ts = out ? op.outputs : op.inputs;
     for (std::size_t i = 0; i < ts.size(); ++i) {
       const auto& t = ts[i];
-      o += std::string(i ? ",\n     " : "") + "{\"name\": " + json_str(t.name) +
-           ", \"dtype\": " + json_str(t.dtype) + ", \"shape\": " + json_str(t.shape.text) +
+      o += std::string(i ? ",\n     " : "") + "{\"name\": " + tileops::json_string(t.name) +
+           ", \"dtype\": " + tileops::json_string(t.dtype) +
+           ", \"shape\": " + tileops::json_string(t.shape.text) +
            ", \"optional\": " + json_bool(t.optional) + ", \"mutated\": " + json_bool(t.mutated) +
            ", \"buffer_out\": " + json_bool(t.buffer_out) + "}";
     }
   }
   o += "],\n   \"lets\": [";
   for (std::size_t i = 0; i < op.lets.size(); ++i) {
-    o += std::string(i ? ", " : "") + "[" + json_str(op.lets[i].name) + ", " +
-         json_str(op.lets[i].expr.text) + "]";
+    o += std::string(i ? ", " : "") + "[" + tileops::json_string(op.lets[i].name) + ", " +
+         tileops::json_string(op.lets[i].expr.text) + "]";
   }
   o += "],\n   \"types\": [";
   for (std::size_t i = 0; i < op.families.size(); ++i) {
     const auto& f = op.families[i];
-    o += std::string(i ? ", " : "") + "{\"name\": " + json_str(f.name) + ", \"formals\": [";
+    o += std::string(i ? ", " : "") + "{\"name\": " + tileops::json_string(f.name) +
+         ", \"formals\": [";
     for (std::size_t j = 0; j < f.formals.size(); ++j)
-      o += std::string(j ? ", " : "") + json_str(f.formals[j].name);
-    o += "], \"match\": " + json_str(f.match) + ", \"cases\": [";
+      o += std::string(j ? ", " : "") + tileops::json_string(f.formals[j].name);
+    o += "], \"match\": " + tileops::json_string(f.match) + ", \"cases\": [";
     for (std::size_t j = 0; j < f.cases.size(); ++j) {
       o += std::string(j ? ", " : "") + "[" + json_value(f.cases[j].when) + ", " +
-           json_str(f.cases[j].is.text) + "]";
+           tileops::json_string(f.cases[j].is.text) + "]";
     }
     o += "]}";
   }
   o += "],\n   \"stages\": [";
   for (std::size_t i = 0; i < op.stages.size(); ++i) {
-    o += std::string(i ? ", " : "") + "{\"name\": " + json_str(op.stages[i].name) +
-         ", \"op\": " + json_str(op.stages[i].op) + "}";
+    o += std::string(i ? ", " : "") + "{\"name\": " + tileops::json_string(op.stages[i].name) +
+         ", \"op\": " + tileops::json_string(op.stages[i].op) + "}";
   }
   return o + "]}";
 }
