@@ -22,15 +22,8 @@ export PYTHONUNBUFFERED=1 CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-$(nproc)}"
 if [[ -d /usr/local/cuda/bin && ":$PATH:" != *":/usr/local/cuda/bin:"* ]]; then
   export PATH="$PATH:/usr/local/cuda/bin"
 fi
-if compgen -G "$repo/.deps/*.deb" > /dev/null; then
-  deps="${TMPDIR:-/tmp}/tileops-deps"
-  mkdir -p "$deps"
-  for f in "$repo"/.deps/*.deb; do dpkg -x "$f" "$deps"; done
-  export CMAKE_PREFIX_PATH="$deps/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
-  export CPATH="$deps/usr/include${CPATH:+:$CPATH}"
-  export LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu${LIBRARY_PATH:+:$LIBRARY_PATH}"
-  export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
+# Build dependencies as .deb files on offline hosts.
+source "$repo/scripts/offline-deps.sh"
 if compgen -G "$repo/.whl/*.whl" > /dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$repo"/.whl/*.whl
 fi

@@ -13,15 +13,6 @@
 namespace toy {
 namespace {
 
-struct General {
-  static std::vector<ImplementationInfo> kernel_types() {
-    auto info = implementation<ToyKernel<1>>("general", "ToyKernel1");
-    info.general = true;
-    return {info};
-  }
-};
-using Op1 = ToyScaleFwdOp<General>;
-
 thread_local bool t_fails = false;  // the calls of this thread throw after kernel_for
 
 void spin_until(const std::function<bool()>& done) {

@@ -12,15 +12,6 @@ namespace {
 
 using testing::HasSubstr;
 
-struct General {
-  static std::vector<ImplementationInfo> kernel_types() {
-    auto info = implementation<ToyKernel<1>>("general", "ToyKernel1");
-    info.general = true;
-    return {info};
-  }
-};
-using Op1 = ToyScaleFwdOp<General>;
-
 template <class F>
 std::string message_of(F&& f) {
   try {

@@ -188,6 +188,17 @@ class ToyScaleFwdOp : public Op {
   Params params_;
 };
 
+/// The toy op with one general CPU implementation (ToyKernel<1>): the lifecycle and concurrency
+/// tests' op.
+struct General {
+  static std::vector<ImplementationInfo> kernel_types() {
+    auto info = implementation<ToyKernel<1>>("general", "ToyKernel1");
+    info.general = true;
+    return {info};
+  }
+};
+using Op1 = ToyScaleFwdOp<General>;
+
 /// The hand-written signature check of the toy op (what tileops-gen would generate).
 SignatureCall toy_check_call(const CallArgs& a);
 
