@@ -11,7 +11,8 @@ namespace tileops::cpu {
 void parallel_for(std::int64_t n, std::int64_t work,
                   const std::function<void(std::int64_t, std::int64_t)>& body) {
   constexpr std::int64_t kInlineWork = 1 << 18;
-  const std::int64_t hw = std::max(1u, std::thread::hardware_concurrency());
+  // Read once: glibc answers hardware_concurrency by reading a sysfs file, several µs per call.
+  static const std::int64_t hw = std::max(1u, std::thread::hardware_concurrency());
   const std::int64_t chunks = std::min(n, hw);
   if (n <= 0) return;
   if (work < kInlineWork || chunks <= 1) {
