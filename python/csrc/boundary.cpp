@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstdio>
@@ -38,6 +39,8 @@ DType to_dtype(ScalarType s) {
   switch (s) {
     case ScalarType::Float:
       return DType::float32;
+    case ScalarType::Double:
+      return DType::float64;
     case ScalarType::Half:
       return DType::float16;
     case ScalarType::BFloat16:
@@ -66,6 +69,8 @@ ScalarType to_scalar(DType d) {
   switch (d) {
     case DType::float32:
       return ScalarType::Float;
+    case DType::float64:
+      return ScalarType::Double;
     case DType::float16:
       return ScalarType::Half;
     case DType::bfloat16:
@@ -113,21 +118,38 @@ tileops::Tensor wrap(const Tensor& t) {
 
 // ---- outputs from torch's allocator -------------------------------------------------------------
 
-// Kernels may touch whole 64-byte lines (as tileops' own CPU allocator allows).
+// tileops' CPU kernels may touch whole 64-byte lines (as tileops' own CPU allocator allows).
 constexpr std::size_t kLine = 64;
 
-struct Allocations {
-  std::vector<std::pair<void*, Tensor>> blocks;  // data pointer, the uint8 torch tensor owning it
+struct Allocation {
+  void* data;
+  Tensor tensor;  // owns the memory: typed and shaped (a CUDA tensor's storage) or uint8 bytes
+  bool typed;
 };
 
-StoragePtr torch_storage(std::size_t nbytes, Device device, void* context) {
+struct Allocations {
+  std::vector<Allocation> blocks;
+};
+
+// A tensor's CUDA storage is allocated as the torch tensor it will be returned as (one torch
+// call, and none to return it); CPU storage and raw bytes as a uint8 block, padded to whole
+// lines on the CPU.
+StoragePtr torch_storage(const StorageRequest& request, void* context) {
   auto* allocations = static_cast<Allocations*>(context);
-  const std::vector<std::int64_t> size{
-      static_cast<std::int64_t>((nbytes + kLine - 1) / kLine * kLine)};
-  Tensor block = st::empty(size, ScalarType::Byte, std::nullopt, to_torch_device(device));
+  const bool typed = request.dtype.has_value() && request.device.is_cuda();
+  Tensor block = [&] {
+    if (typed) {
+      return st::empty(std::vector<std::int64_t>(request.sizes.begin(), request.sizes.end()),
+                       to_scalar(*request.dtype), std::nullopt, to_torch_device(request.device));
+    }
+    const std::size_t n =
+        request.device.is_cpu() ? (request.nbytes + kLine - 1) / kLine * kLine : request.nbytes;
+    const std::vector<std::int64_t> size{static_cast<std::int64_t>(n)};
+    return st::empty(size, ScalarType::Byte, std::nullopt, to_torch_device(request.device));
+  }();
   void* data = block.data_ptr();
-  allocations->blocks.emplace_back(data, block);
-  return Storage::borrow(data, nbytes, device, [keep = std::move(block)] {});
+  allocations->blocks.push_back({data, block, typed});
+  return Storage::borrow(data, request.nbytes, request.device, [keep = std::move(block)] {});
 }
 
 Tensor call_dispatcher(const char* op, const char* overload, StableIValue* stack) {
@@ -138,19 +160,33 @@ Tensor call_dispatcher(const char* op, const char* overload, StableIValue* stack
   return st::detail::to<Tensor>(stack[0]);
 }
 
-// The torch tensor over a tileops output: a typed, strided view of the block it was allocated
-// in, or (memory tileops did not take from torch) a copy into a new torch tensor.
+bool same_layout(const tileops::Tensor& y, const Tensor& t) {
+  const auto sizes = t.sizes();
+  const auto strides = t.strides();
+  return y.offset() == 0 &&
+         std::equal(sizes.begin(), sizes.end(), y.sizes().begin(), y.sizes().end()) &&
+         std::equal(strides.begin(), strides.end(), y.strides().begin(), y.strides().end());
+}
+
+// The torch tensor over a tileops output: the tensor it was allocated as, a typed strided view
+// of the block it was allocated in, or (memory tileops did not take from torch) a copy into a
+// new torch tensor.
 Tensor to_torch(const tileops::Tensor& y, const Allocations& allocations) {
   const ScalarType scalar = to_scalar(y.dtype());
   const std::vector<std::int64_t> sizes = y.sizes();
   const std::vector<std::int64_t> strides = y.strides();
   const void* base = y.storage() ? y.storage()->data() : nullptr;
-  for (const auto& [data, block] : allocations.blocks) {
+  for (const auto& [data, block, typed] : allocations.blocks) {
     if (data == nullptr || data != base) continue;
-    std::array<StableIValue, 2> as_type{st::detail::from(block), st::detail::from(scalar)};
-    Tensor typed = call_dispatcher("aten::view", "dtype", as_type.data());
+    if (typed && block.scalar_type() == scalar && same_layout(y, block)) return block;
+    Tensor typed_block = block;
+    if (block.scalar_type() != scalar) {
+      std::array<StableIValue, 2> as_type{st::detail::from(block), st::detail::from(scalar)};
+      typed_block = call_dispatcher("aten::view", "dtype", as_type.data());
+    }
     std::array<StableIValue, 4> view{
-        st::detail::from(typed), st::detail::from(torch::headeronly::IntHeaderOnlyArrayRef(sizes)),
+        st::detail::from(typed_block),
+        st::detail::from(torch::headeronly::IntHeaderOnlyArrayRef(sizes)),
         st::detail::from(torch::headeronly::IntHeaderOnlyArrayRef(strides)),
         st::detail::from(std::optional<std::int64_t>(y.offset()))};
     return call_dispatcher("aten::as_strided", "", view.data());

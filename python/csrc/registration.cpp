@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
 
 #include "boundary.h"
@@ -29,6 +30,15 @@ std::vector<std::string> query_op(std::string key, std::string what) {
   return query(key, what);
 }
 
+// Benchmarks only (bench/torch_boundary_overhead.py): the schemas of norm_rms_norm_fwd and its
+// _out branch with nothing behind them, so that the dispatcher's own cost of such a call from
+// Python is measured beside ours.
+Tensor overhead_floor(std::string /*key*/, Tensor x, Tensor /*weight*/) {
+  return torch::stable::empty_like(x);
+}
+
+void overhead_floor_out(std::string /*key*/, Tensor /*x*/, Tensor /*weight*/, Tensor /*out*/) {}
+
 }  // namespace
 }  // namespace tileops::torch_ext
 
@@ -41,16 +51,23 @@ STABLE_TORCH_LIBRARY(tileops, m) {
   m.def("_query(str key, str what) -> str[]");
   // Tests only: the C++ caller's path (tileops' allocator and stream), never traced.
   m.def("_call_native(str key, Tensor?[] inputs) -> Tensor[]");
+  // Benchmarks only: the dispatcher's cost of a call with RMSNorm's schemas, nothing behind it.
+  m.def("_overhead_floor(str key, Tensor x, Tensor weight) -> Tensor");
+  m.def("_overhead_floor_out(str key, Tensor x, Tensor weight, Tensor(a!) out) -> ()");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(tileops, CPU, m) {
   TILEOPS_BOUNDARY_IMPLS(m)
   m.impl("_call_native", TORCH_BOX(&call_native_op));
+  m.impl("_overhead_floor", TORCH_BOX(&overhead_floor));
+  m.impl("_overhead_floor_out", TORCH_BOX(&overhead_floor_out));
 }
 
 STABLE_TORCH_LIBRARY_IMPL(tileops, CUDA, m) {
   TILEOPS_BOUNDARY_IMPLS(m)
   m.impl("_call_native", TORCH_BOX(&call_native_op));
+  m.impl("_overhead_floor", TORCH_BOX(&overhead_floor));
+  m.impl("_overhead_floor_out", TORCH_BOX(&overhead_floor_out));
 }
 
 STABLE_TORCH_LIBRARY_IMPL(tileops, CompositeExplicitAutograd, m) {

@@ -67,11 +67,13 @@ void Storage::destroy(Storage* storage) noexcept {
   }
 }
 
-StoragePtr Storage::allocate(std::size_t nbytes, Device device) {
+StoragePtr Storage::allocate(const StorageRequest& request) {
   void* source_context = nullptr;
   if (StorageSource source = detail::current_storage_source(source_context)) [[unlikely]] {
-    return source(nbytes, device, source_context);
+    return source(request, source_context);
   }
+  const std::size_t nbytes = request.nbytes;
+  const Device device = request.device;
   if (device.is_cpu()) {
     // One plain malloc for the Storage object and the data, aligned by hand: aligned operator
     // new (memalign) costs about ten times a malloc in glibc. The data size is rounded up so

@@ -183,7 +183,7 @@ Tensor make_empty(std::span<const std::int64_t> sizes, DType dtype, Device devic
                          " " + std::string(dtype_name(dtype)) + " overflows the address space");
   }
   detail::ImplPtr impl = detail::acquire_impl();
-  impl->storage = Storage::allocate(nbytes, device);
+  impl->storage = Storage::allocate(StorageRequest{nbytes, device, dtype, sizes});
   impl->sizes.assign(sizes.begin(), sizes.end());
   detail::contiguous_strides(sizes, impl->strides);
   impl->offset = 0;

@@ -6,11 +6,14 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <numeric>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "tileops/core.h"
+#include "tileops/core/storage_source.h"
 #include "unit/core_test_helpers.h"
 
 namespace {
@@ -135,6 +138,40 @@ TEST(TensorBasics, CpuAllocationsAre64ByteAligned) {
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(storage->data()) % 64, 0u);
   EXPECT_EQ(storage->nbytes(), 5u);
   EXPECT_EQ(tileops::Storage::allocate(0, Device::cpu())->data(), nullptr);
+}
+
+struct SeenRequest {
+  std::size_t nbytes = 0;
+  std::optional<DType> dtype;
+  Sizes sizes;
+};
+
+tileops::StoragePtr record_request(const tileops::StorageRequest& request, void* context) {
+  auto* seen = static_cast<std::vector<SeenRequest>*>(context);
+  seen->push_back(
+      {request.nbytes, request.dtype, Sizes(request.sizes.begin(), request.sizes.end())});
+  void* data = std::malloc(request.nbytes + 1);
+  return tileops::Storage::borrow(data, request.nbytes, request.device,
+                                  [data] { std::free(data); });
+}
+
+TEST(TensorBasics, AStorageSourceSeesATensorsTypeAndShape) {
+  std::vector<SeenRequest> seen;
+  {
+    const tileops::ScopedStorageSource source(&record_request, &seen);
+    const Tensor t = Tensor::empty({2, 3}, DType::bfloat16);
+    EXPECT_EQ(t.sizes(), (Sizes{2, 3}));
+    (void)tileops::Storage::allocate(5, Device::cpu());
+  }
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].nbytes, 12u);
+  EXPECT_EQ(seen[0].dtype, DType::bfloat16);
+  EXPECT_EQ(seen[0].sizes, (Sizes{2, 3}));
+  EXPECT_EQ(seen[1].nbytes, 5u);  // raw bytes: no type, no shape
+  EXPECT_FALSE(seen[1].dtype.has_value());
+  EXPECT_TRUE(seen[1].sizes.empty());
+  (void)Tensor::empty({4}, DType::int32);  // the scope ended: tileops' own allocator again
+  EXPECT_EQ(seen.size(), 2u);
 }
 
 TEST(TensorBasics, CopiesShareStorageCheaply) {

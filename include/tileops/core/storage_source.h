@@ -11,9 +11,11 @@
 
 namespace tileops {
 
-/// Returns storage of at least `nbytes` bytes on `device` (typically Storage::borrow over the
-/// framework's memory, releasing it in on_release). May throw; the allocation then fails.
-using StorageSource = StoragePtr (*)(std::size_t nbytes, Device device, void* context);
+/// Returns storage of at least `request.nbytes` bytes on `request.device` (typically
+/// Storage::borrow over the framework's memory, releasing it in on_release). A request that
+/// names a dtype and sizes is a tensor's storage: the source may allocate a framework tensor of
+/// that type and shape. May throw; the allocation then fails.
+using StorageSource = StoragePtr (*)(const StorageRequest& request, void* context);
 
 /// While alive, Storage::allocate on this thread takes its memory from `source` (nested scopes
 /// stack; the previous source is restored on destruction). Other threads are unaffected.

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -37,6 +38,17 @@ std::string describe_sizes(const Sizes& sizes);
 // Storage
 
 class Storage;
+
+/// What Storage::allocate is asked for: `nbytes` on `device`. A tensor's storage
+/// (Tensor::empty) also names its element type and contiguous sizes, so that a storage source
+/// (storage_source.h) may allocate a framework tensor of that type and shape and hand it back
+/// whole; raw allocations leave them empty.
+struct StorageRequest {
+  std::size_t nbytes = 0;
+  Device device;
+  std::optional<DType> dtype;
+  std::span<const std::int64_t> sizes;
+};
 
 /// A shared reference to a Storage (intrusive reference count: copying is one atomic increment).
 class StoragePtr {
@@ -82,7 +94,11 @@ class Storage {
   /// cudaMallocAsync on cuda_current_stream(device.index) (with that device made current for
   /// the call) and is freed by cudaFreeAsync on that same stream. nbytes == 0 allocates no
   /// memory: data() is nullptr. The contents are uninitialised.
-  static StoragePtr allocate(std::size_t nbytes, Device device);
+  static StoragePtr allocate(std::size_t nbytes, Device device) {
+    return allocate(StorageRequest{nbytes, device, std::nullopt, {}});
+  }
+  /// As above, for `request.nbytes` on `request.device`; a storage source also sees the rest.
+  static StoragePtr allocate(const StorageRequest& request);
 
   /// Memory the caller owns. `on_release` (may be empty) runs exactly once, when the Storage is
   /// destroyed (also when `borrow` itself fails); it must not throw (an exception escaping it is
