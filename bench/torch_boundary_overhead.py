@@ -1,11 +1,15 @@
 """Host cost of an eager call from Python through the compile boundary, against
 torch.nn.functional.rms_norm, on the tiny RMSNorm of bench_op_overhead.cpp ([1, 4096] bf16).
 
+Beside them, the same two schemas with nothing behind them (torch.ops.tileops._overhead_floor and
+_overhead_floor_out: the dispatcher's own cost of such a call from Python, what any custom
+operator pays), so that what tileops adds on top is read off one run.
+
 Method (the same as bench_op_overhead.cpp's CUDA benchmarks): batches of 200 calls are enqueued
 and timed on the host clock, the device is synchronised outside the timed region (the queue
 never fills, so the time is the host's); the median over the batches, per call, is printed.
 
-    python bench/torch_boundary_overhead.py [--batches 200] [--json out.json]
+    python bench/torch_boundary_overhead.py [--batches 200] [--device cuda] [--json out.json]
 """
 
 from __future__ import annotations
@@ -24,17 +28,17 @@ import tileops
 BATCH = 200
 
 
-def host_us_per_call(fn: Callable[[], object], batches: int) -> float:
+def host_us_per_call(fn: Callable[[], object], batches: int, sync: Callable[[], None]) -> float:
     for _ in range(3):
         fn()
-    torch.cuda.synchronize()
+    sync()
     times = []
     for _ in range(batches):
         start = time.perf_counter()
         for _ in range(BATCH):
             fn()
         times.append((time.perf_counter() - start) / BATCH)
-        torch.cuda.synchronize()
+        sync()
     return statistics.median(times) * 1e6
 
 
@@ -42,8 +46,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--batches", type=int, default=200)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--device", default="cuda", help="cuda (the figures) or cpu (a smoke run)")
     args = parser.parse_args()
-    dev = "cuda"
+    dev = args.device
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
     x = torch.randn(1, 4096, device=dev, dtype=torch.bfloat16)
     w = torch.randn(4096, device=dev, dtype=torch.bfloat16)
     out = torch.empty_like(x)
@@ -51,19 +57,32 @@ def main() -> None:
     key = op.instance_key
     alloc = torch.ops.tileops.norm_rms_norm_fwd.default
     into = torch.ops.tileops.norm_rms_norm_fwd_out.default
+    floor = torch.ops.tileops._overhead_floor.default
+    floor_out = torch.ops.tileops._overhead_floor_out.default
     rows = {
         "tileops op(x, w) (Python class, allocating)": lambda: op(x, w),
         "tileops op(x, w, out=y) (Python class)": lambda: op(x, w, out=out),
         "torch.ops.tileops.norm_rms_norm_fwd (allocating)": lambda: alloc(key, x, w),
         "torch.ops.tileops.norm_rms_norm_fwd_out": lambda: into(key, x, w, out),
+        "floor: same schema, nothing behind (allocating)": lambda: floor(key, x, w),
+        "floor: same schema, nothing behind (out)": lambda: floor_out(key, x, w, out),
         "torch.nn.functional.rms_norm": lambda: F.rms_norm(x, [4096], w, 1e-6),
         "torch.empty_like (a torch op doing nothing on the GPU)": lambda: torch.empty_like(x),
     }
-    results = {name: host_us_per_call(fn, args.batches) for name, fn in rows.items()}
-    print(f"host time per call, [1, 4096] bf16, {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    results = {name: host_us_per_call(fn, args.batches, sync) for name, fn in rows.items()}
+    where = torch.cuda.get_device_name() if dev == "cuda" else "cpu"
+    print(f"host time per call, [1, 4096] bf16, {where}, torch {torch.__version__}")
     print(f"{'call':58s} {'us/call':>9s}")
     for name, us in results.items():
         print(f"{name:58s} {us:9.2f}")
+    over_floor = {
+        "allocating": results["torch.ops.tileops.norm_rms_norm_fwd (allocating)"]
+        - results["floor: same schema, nothing behind (allocating)"],
+        "out": results["torch.ops.tileops.norm_rms_norm_fwd_out"]
+        - results["floor: same schema, nothing behind (out)"],
+    }
+    for branch, us in over_floor.items():
+        print(f"{'tileops over the floor (' + branch + ')':58s} {us:9.2f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

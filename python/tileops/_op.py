@@ -219,18 +219,23 @@ class BoundaryOp(_OpBase):
         return f"{type(self).__name__}({args})  # {self._key}"
 
     def _invoke(self, inputs: tuple[Any, ...], out: torch.Tensor | None) -> Any:
-        self._check_tensors(inputs, out)
         if out is None:
             fn, args = self._alloc_op, (self._key, *inputs)
         else:
             fn, args = self._out_op, (self._key, *inputs, out)
         if torch.compiler.is_compiling():
+            self._check_tensors(inputs, out)
             result = fn(*args)
         else:
+            # The eager fast path checks nothing in Python (the C++ call checks the signature):
+            # only a failed call looks for a non-tensor argument, to raise the typed error.
             try:
                 result = fn(*args)
-            except RuntimeError as exc:
-                _raise_translated(exc)
+            except (RuntimeError, TypeError) as exc:
+                self._check_tensors(inputs, out)
+                if isinstance(exc, RuntimeError):
+                    _raise_translated(exc)
+                raise
         if out is None:
             return result
         n_outputs = len(self._meta["outputs"])
