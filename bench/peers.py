@@ -4,7 +4,9 @@
 For every workload of manifest/norm.yaml and manifest/rope.yaml it times PyTorch eager and
 torch.compile of the eager expression (and any other peer importable here: flashinfer,
 liger_kernel) with CUDA events around each iteration, the L2 flushed before each one, and
-reports the median. Bytes are the manifest roofline bytes (each input read once, each output
+reports the median. When the tileops Python package is importable, our op is timed the same way
+from Python, through its custom operator (peer "tileops", torch.ops.tileops.*, allocating its
+output as the others do), so that the Python-level comparison is one run with one statistic. Bytes are the manifest roofline bytes (each input read once, each output
 written once, a mutated input read and written). Writes a table (stdout) and a CSV ($OUT or .).
 
 The flush (--flush) is "fill" (torch's fill_, a kernel; the default) or "memset"
@@ -157,8 +159,16 @@ def peers():
     except Exception:
         pass
     try:
-        import liger_kernel  # noqa: F401
-        out["liger"] = liger_kernel
+        from liger_kernel.ops.fused_add_rms_norm import LigerFusedAddRMSNormFunction
+        from liger_kernel.ops.rms_norm import LigerRMSNormFunction
+
+        out["liger"] = (LigerRMSNormFunction, LigerFusedAddRMSNormFunction)
+    except Exception:
+        pass
+    try:
+        import tileops
+
+        out["tileops"] = tileops
     except Exception:
         pass
     return out
@@ -209,6 +219,15 @@ def main():
             if "flashinfer" in available:
                 fi = available["flashinfer"]
                 measure("RMSNormFwdOp", case, "flashinfer", lambda: fi.rmsnorm(x, w, 1e-6), nbytes)
+            if "liger" in available:
+                liger_norm = available["liger"][0]
+                # casting_mode "llama": fp32 statistics, the product rounded once, as ours.
+                measure("RMSNormFwdOp", case, "liger",
+                        lambda: liger_norm.apply(x, w, 1e-6, 0.0, "llama", False), nbytes)
+            if "tileops" in available:
+                norm_op = available["tileops"].RMSNormFwdOp(normalized_shape=[d], eps=1e-6)
+                norm_fn, norm_key = torch.ops.tileops.norm_rms_norm_fwd.default, norm_op.instance_key
+                measure("RMSNormFwdOp", case, "tileops", lambda: norm_fn(norm_key, x, w), nbytes)
     for label, n, d, dtypes in FUSED:
         for dt in dtypes:
             t = getattr(torch, dt)
@@ -223,6 +242,18 @@ def main():
             if "flashinfer" in available:
                 fi = available["flashinfer"]
                 measure("FusedAddRMSNormFwdOp", case, "flashinfer", lambda: fi.fused_add_rmsnorm(x, r, w, 1e-6), nbytes)
+            if "liger" in available:
+                liger_fused = available["liger"][1]
+                # Liger returns the sum as a new tensor (in_place=False) instead of writing the
+                # residual: the same bytes moved.
+                measure("FusedAddRMSNormFwdOp", case, "liger",
+                        lambda: liger_fused.apply(x, r, w, 1e-6, 0.0, "llama", False), nbytes)
+            if "tileops" in available:
+                fused_op = available["tileops"].FusedAddRMSNormFwdOp(normalized_shape=[d], eps=1e-6)
+                fused_fn = torch.ops.tileops.norm_fused_add_rms_norm_fwd_writes_residual.default
+                fused_key = fused_op.instance_key
+                measure("FusedAddRMSNormFwdOp", case, "tileops",
+                        lambda: fused_fn(fused_key, x, r, w), nbytes)
     for label, B, S, H, R, with_pos, dtypes in ROPE:
         for dt in dtypes:
             t = getattr(torch, dt)
@@ -247,6 +278,14 @@ def main():
             measure("LongRoPEFwdOp", case, "torch-eager", eager, nbytes, every_flush=False)
             measure("LongRoPEFwdOp", case, "torch.compile", compiled, nbytes)
             measure("LongRoPEFwdOp", case, "compile(no-tab)", lambda: compiled_rope(x, cos, sin), nbytes)
+            # Liger's rotary embedding rotates q and k together in another layout, without
+            # LongRoPE's rescaling: no like-for-like call, so no Liger row here.
+            if "tileops" in available:
+                factors = torch.rand(R, dtype=torch.float32) * 3 + 1
+                rope_op = available["tileops"].LongRoPEFwdOp(rescale_factors=factors, layout="bshd")
+                rope_fn, rope_key = torch.ops.tileops.rope_long_rope_fwd.default, rope_op.instance_key
+                rope_pos = pos if with_pos else None
+                measure("LongRoPEFwdOp", case, "tileops", lambda: rope_fn(rope_key, x, rope_pos), nbytes)
     with open(args.csv, "w") as f:
         f.write(f"# gpu={dev} torch={torch.__version__} flush={args.flush}\n")
         f.write("op,case,peer,median_us,tb_per_s\n")

@@ -5,7 +5,8 @@
 # CUDA-graph capture and replay, bit-for-bit equality with the C++ path, the transformers
 # references), then the host-overhead benchmark (Python boundary call against F.rms_norm) and
 # bench_op_overhead's CUDA cases (the C++ op call and the bare launch of the same kernel), and
-# prints a summary table last.
+# prints a summary table last. TORCH_GPU_CHECK_PEERS=0 skips bench/peers.py (our ops from Python
+# against torch.compile, F.rms_norm and Liger-Kernel).
 #
 # Environment: OUT (logs go there when set, else build-torch-gpu/out), JOBS (default: cores).
 # Offline hosts: build dependencies as .deps/*.deb (see scripts/gpu-check.sh), extra Python
@@ -60,6 +61,13 @@ step "boundary host overhead" overhead.log 120 -- python3 "$repo/bench/torch_bou
 step "bench_op_overhead (C++)" cpp_overhead.log 120 -- "$build/bench/bench_op_overhead" \
   --benchmark_filter=Cuda --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 
+# Our ops from Python beside the peers (torch.compile, F.rms_norm, Liger-Kernel when its wheel is
+# in .whl/), one statistic, one L2 flush.
+if [[ "${TORCH_GPU_CHECK_PEERS:-1}" != 0 ]]; then
+  step "peers from Python" peers.log 330 -- python3 "$repo/bench/peers.py" --iters 50 \
+    --csv "$logs/peers.csv"
+fi
+
 # One build, several torch versions: an extension built elsewhere against another torch (same
 # tileops sources, TORCH_TARGET_VERSION 2.10), dropped into the package installed here.
 if [[ -f "$repo/prebuilt/libtileops_torch.so" ]]; then
@@ -77,3 +85,17 @@ for i in "${!names[@]}"; do printf '%-28s %-12s %s\n' "${names[$i]}" "${results[
 grep -E "passed|failed" "$logs/pytest.log" | tail -1
 cat "$logs/overhead.log" 2>/dev/null | tail -8
 grep -E "median" "$logs/cpp_overhead.log" 2>/dev/null
+if [[ -f "$logs/peers.csv" ]]; then  # per case: each peer's median µs, tileops' last
+  python3 - "$logs/peers.csv" <<'PY'
+import csv, sys
+from collections import defaultdict
+rows = defaultdict(dict)
+for r in csv.DictReader(line for line in open(sys.argv[1]) if not line.startswith("#")):
+    rows[(r["op"], r["case"])][r["peer"]] = float(r["median_us"])
+for (op, case), peers in rows.items():
+    best = min((us, p) for p, us in peers.items() if p != "tileops")
+    ours = peers.get("tileops")
+    mine = f"tileops {ours:8.2f}" if ours is not None else "tileops    -"
+    print(f"{op[:20]:20s} {case[:30]:30s} best peer {best[1][:14]:14s} {best[0]:8.2f}  {mine}")
+PY
+fi
