@@ -7,7 +7,8 @@ operator pays), so that what tileops adds on top is read off one run.
 
 Method (the same as bench_op_overhead.cpp's CUDA benchmarks): batches of 200 calls are enqueued
 and timed on the host clock, the device is synchronised outside the timed region (the queue
-never fills, so the time is the host's); the median over the batches, per call, is printed.
+never fills, so the time is the host's); the median over the batches, per call, is printed. The
+rows take turns batch by batch (one batch of each row, then the next round).
 
     python bench/torch_boundary_overhead.py [--batches 200] [--device cuda] [--json out.json]
 """
@@ -28,18 +29,24 @@ import tileops
 BATCH = 200
 
 
-def host_us_per_call(fn: Callable[[], object], batches: int, sync: Callable[[], None]) -> float:
-    for _ in range(3):
-        fn()
-    sync()
-    times = []
-    for _ in range(batches):
-        start = time.perf_counter()
+def host_us_per_call(
+    rows: dict[str, Callable[[], object]], batches: int, sync: Callable[[], None]
+) -> dict[str, float]:
+    """Median host µs per call of each row. The rows take turns batch by batch, so that a drift
+    of the host (clock, other load) during the run weighs on every row alike."""
+    for fn in rows.values():
         for _ in range(BATCH):
             fn()
-        times.append((time.perf_counter() - start) / BATCH)
-        sync()
-    return statistics.median(times) * 1e6
+    sync()
+    times: dict[str, list[float]] = {name: [] for name in rows}
+    for _ in range(batches):
+        for name, fn in rows.items():
+            start = time.perf_counter()
+            for _ in range(BATCH):
+                fn()
+            times[name].append((time.perf_counter() - start) / BATCH)
+            sync()
+    return {name: statistics.median(t) * 1e6 for name, t in times.items()}
 
 
 def main() -> None:
@@ -69,7 +76,7 @@ def main() -> None:
         "torch.nn.functional.rms_norm": lambda: F.rms_norm(x, [4096], w, 1e-6),
         "torch.empty_like (a torch op doing nothing on the GPU)": lambda: torch.empty_like(x),
     }
-    results = {name: host_us_per_call(fn, args.batches, sync) for name, fn in rows.items()}
+    results = host_us_per_call(rows, args.batches, sync)
     where = torch.cuda.get_device_name() if dev == "cuda" else "cpu"
     print(f"host time per call, [1, 4096] bf16, {where}, torch {torch.__version__}")
     print(f"{'call':58s} {'us/call':>9s}")

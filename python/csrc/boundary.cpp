@@ -131,12 +131,13 @@ struct Allocations {
   std::vector<Allocation> blocks;
 };
 
-// A tensor's CUDA storage is allocated as the torch tensor it will be returned as (one torch
-// call, and none to return it); CPU storage and raw bytes as a uint8 block, padded to whole
-// lines on the CPU.
+// A tensor's storage is allocated as the torch tensor it will be returned as (one torch call,
+// and none to return it), unless it is CPU memory whose size is not whole lines; that and raw
+// bytes as a uint8 block, padded to whole lines on the CPU.
 StoragePtr torch_storage(const StorageRequest& request, void* context) {
   auto* allocations = static_cast<Allocations*>(context);
-  const bool typed = request.dtype.has_value() && request.device.is_cuda();
+  const bool typed =
+      request.dtype.has_value() && (request.device.is_cuda() || request.nbytes % kLine == 0);
   Tensor block = [&] {
     if (typed) {
       return st::empty(std::vector<std::int64_t>(request.sizes.begin(), request.sizes.end()),
