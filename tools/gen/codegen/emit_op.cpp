@@ -191,6 +191,7 @@ class OpEmitter {
            "Params& p, const ::tileops::CallArgs& a);");
     c.line("}  // namespace detail");
     c.line();
+    traits_struct(c);
     base_class(c);
     return c.str();
   }
@@ -280,38 +281,49 @@ class OpEmitter {
       if (chosen == nullptr || p.name == "dtype") chosen = &p;
     }
     if (chosen == nullptr) return;
+    c.line();
     c.line("/// The `" + chosen->name + "` parameter.");
     c.open("std::optional<::tileops::DType> dtype() const override");
-    c.line("return params_." + chosen->name + ";");
+    c.line("return this->params()." + chosen->name + ";");
     c.close();
   }
 
+  // The data TypedOp reads (include/tileops/op/typed_op.h): the counts of the signature and
+  // the generated functions of this entry.
+  void traits_struct(Code& c) {
+    int buf_index = -1;
+    const bool buf = buffer_output(&buf_index) != nullptr;
+    c.line("/// What TypedOp needs of " + name_ + " (include/tileops/op/typed_op.h).");
+    c.open("struct " + name_ + "Traits");
+    c.line("using Params = " + name_ + "Params;");
+    c.line("static constexpr std::size_t num_inputs = " + std::to_string(op_.inputs.size()) + ";");
+    c.line("static constexpr std::size_t num_outputs = " + std::to_string(op_.outputs.size()) +
+           ";");
+    c.line(std::string("static constexpr bool has_out_buffer = ") + (buf ? "true" : "false") + ";");
+    for (const char* f :
+         {"schema", "check_params", "param_values", "params_from_map", "check_call"})
+      c.line("static constexpr auto " + std::string(f) + " = &detail::" + name_ + "_" + f + ";");
+    c.close(";");
+    c.line();
+  }
+
+  // What differs per op on top of TypedOp: the typed call operator (inputs by name, optional
+  // ones defaulted), the dtype() override and the dispatch to Derived::forward. The dispatch
+  // stays here, not in TypedOp, so that an op class may keep `forward` private and befriend
+  // only its generated base.
   void base_class(Code& c) {
+    const std::string typed = "::tileops::TypedOp<" + name_ + "Traits, Derived>";
     c.line("/// The generated base of " + name_ +
-           ": typed construction and call, and the signature");
-    c.line("/// check. The op class derives as `class " + name_ + " final : public gen::" + name_ +
-           "Base<" + name_ + ">`");
+           ": the typed call on top of TypedOp (parameters,");
+    c.line("/// construction, signature check). The op class derives as `class " + name_ +
+           " final : public gen::" + name_ + "Base<" + name_ + ">`");
     c.line("/// and defines forward(const SignatureCall&, inputs..., outputs...).");
     c.line("template <class Derived>");
-    c.open("class " + name_ + "Base : public ::tileops::Op");
+    c.open("class " + name_ + "Base : public " + typed);
     c.dedent();
     c.line(" public:");
     c.indent();
-    c.line("using Params = " + name_ + "Params;");
-    c.line();
-    c.line("static const ::tileops::OpSchema& schema_data() { return detail::" + name_ +
-           "_schema(); }");
-    c.open("static Params params_from_map(const ::tileops::ParamMap& m)");
-    c.line("return detail::" + name_ + "_params_from_map(m);");
-    c.close();
-    c.line();
-    c.line("explicit " + name_ + "Base(Params params, ::tileops::Target target = {})");
-    c.line("    : ::tileops::Op(::tileops::op_class_of<Derived>(), std::move(target)),");
-    c.line("      params_(std::move(params)) {");
-    c.indent();
-    c.line("construct(&detail::" + name_ + "_check_params, &params_, detail::" + name_ +
-           "_param_values(params_));");
-    c.close();
+    c.line("using " + typed + "::TypedOp;");
     c.line();
     // The typed call.
     std::vector<std::string> args, in_ptrs;
@@ -339,40 +351,13 @@ class OpEmitter {
     if (buf) doc += "; `out` is written when given";
     c.line(doc + ".");
     c.open(ret + " operator()(" + join(args, ", ") + ")");
-    if (in_ptrs.empty()) {
-      c.line("const std::span<const ::tileops::Tensor* const> in_;");
-    } else {
-      c.line("const ::tileops::Tensor* const in_[] = {" + join(in_ptrs, ", ") + "};");
-    }
-    if (buf) {
-      c.line("const ::tileops::Tensor* const outs_[] = {&out};");
-    } else {
-      c.line("const std::span<const ::tileops::Tensor* const> outs_;");
-    }
-    if (op_.outputs.empty()) {
-      c.line("run_call(::tileops::CallArgs{in_, outs_});");
-    } else {
-      c.line("auto r_ = run_call(::tileops::CallArgs{in_, outs_});");
-      if (op_.outputs.size() == 1) {
-        c.line("return std::move(r_[0]);");
-      } else {
-        std::vector<std::string> items;
-        for (std::size_t i = 0; i < op_.outputs.size(); ++i)
-          items.push_back("std::move(r_[" + std::to_string(i) + "])");
-        c.line("return " + ret + "(" + join(items, ", ") + ");");
-      }
-    }
+    c.line("return this->typed_call({" + join(in_ptrs, ", ") + "}" + (buf ? ", &out" : "") + ");");
     c.close();
-    c.line();
-    c.line("const Params& params() const { return params_; }");
     dtype_override(c);
     c.line();
     c.dedent();
     c.line(" private:");
     c.indent();
-    c.open("::tileops::SignatureCall check_call(const ::tileops::CallArgs& a) const final");
-    c.line("return detail::" + name_ + "_check_call(params_, a);");
-    c.close();
     c.line("void run_forward(const ::tileops::SignatureCall& c, const ::tileops::CallArgs& a,");
     c.line("                 std::span<const ::tileops::Tensor> o) final {");
     c.indent();
@@ -385,8 +370,6 @@ class OpEmitter {
     if (op_.inputs.empty()) c.line("(void)a;");
     c.line("static_cast<Derived*>(this)->forward(" + join(fargs, ", ") + ");");
     c.close();
-    c.line();
-    c.line("Params params_;");
     c.close(";");
     c.line();
   }
