@@ -53,6 +53,8 @@ class OpEmitter {
 
   // ---- the OpSchema and the parameter maps (emit_op_schema.cpp) ----
   void schema(Code& c);
+  void param_values(Code& c);
+  void params_from_map(Code& c);
 
   // ---- plan steps and the construction check (emit_op_steps.cpp) ----
   struct TensorLocal {
@@ -70,11 +72,7 @@ class OpEmitter {
   // The check of one shape rule: the rule text and the values of the names it reads.
   void rule_check(Code& c, const Expr& rule, const std::string& text, CppNames& names);
   static std::string wrap(const std::string& e) { return "(" + e + ")"; }
-
   void check_params(Code& c);
-
-  void param_values(Code& c);
-  void params_from_map(Code& c);
 
   // ---- the signature check (emit_op_call.cpp) ----
   std::string combo_condition(const Combo& cb) const;
@@ -86,8 +84,10 @@ class OpEmitter {
 
   // ---- roofline and workload instantiation (emit_op_workloads.cpp) ----
   void eval_roofline(Code& c);
-
+  // A workload row as a runnable case: construction-time tensors are random in [1, 2), seeded
+  // from the label, so a row gives the same tensors on every run and machine.
   void instantiate(Code& c);
+
   const OpInfo& info_;
   const OpDecl& op_;
   std::string name_;

@@ -18,6 +18,8 @@
 
 namespace tgen::validation {
 
+// Each branch and presence combination becomes one block of straight-line code in the generated
+// signature check (docs/design/manifest.md, Solve order); the bound keeps that code small.
 constexpr std::size_t kMaxCombos = 256;
 
 // The partial environment of a combination: discriminant values and tensor presence.
@@ -96,6 +98,8 @@ class OpValidator {
   // Checks one axis of a shape in `syms`; reports errors with the shape's column.
   bool check_axis_item(ShapeItem& item, const ShapeSrc& src, const SymbolTable& syms);
 
+  // Records the params used as a whole axis or splice: the construction check then requires
+  // them non-negative (a negative size would only fail later, at a call).
   void note_params(const ShapeAst& ast);
   void check_shape(ShapeSrc& src, const std::string& tensor, bool ctor);
   void shapes();
@@ -107,6 +111,8 @@ class OpValidator {
   void roofline();
   void composition();
   void read_names(const Expr& e, std::set<std::string>& out);
+  // A forall index that no shape, dtype, let, rule or roofline reads is an error: it could
+  // never be solved or used, and is usually a typo.
   void unused_indices();
 
   // ---- index slots and the construction check (validator_slots.cpp) ----
