@@ -2,9 +2,9 @@
 // targets, composite sub-ops, call records, roofline, tuning and undo (docs/design/op-base.md).
 //
 // An op class derives from the base tileops-gen generates from its manifest entry
-// (tileops/gen/<family>.h), which derives from Op and supplies the typed constructor, the typed
-// call operator and the generated signature check. The op class writes `forward` and declares
-// its kernel interfaces, implementations and delegate types.
+// (tileops/gen/<family>.h), which derives from Op through TypedOp (tileops/op/typed_op.h) and
+// supplies the typed constructor, the typed call operator and the generated signature check. The
+// op class writes `forward` and declares its kernel interfaces, implementations and delegate types.
 #pragma once
 
 #include <atomic>

@@ -16,21 +16,20 @@ std::string family_header(const std::string& family, const std::string& source,
   out +=
       "#pragma once\n"
       "\n"
+      "#include <cstddef>\n"
       "#include <cstdint>\n"
       "#include <optional>\n"
       "#include <span>\n"
       "#include <string>\n"
       "#include <tuple>\n"
-      "#include <utility>\n"
       "\n"
       "#include \"tileops/core/dtype.h\"\n"
       "#include \"tileops/core/tensor.h\"\n"
       "#include \"tileops/core/value.h\"\n"
       "#include \"tileops/op/op.h\"\n"
-      "#include \"tileops/op/op_class.h\"\n"
       "#include \"tileops/op/schema.h\"\n"
       "#include \"tileops/op/signature_call.h\"\n"
-      "#include \"tileops/target/target.h\"\n"
+      "#include \"tileops/op/typed_op.h\"\n"
       "\n"
       "namespace tileops::gen {\n\n";
   for (const OpInfo* op : ops) out += emit_op_header(*op);
