@@ -211,7 +211,7 @@ CurrentStreamFn find_current_stream_fn() {
   return lib == nullptr ? nullptr : reinterpret_cast<CurrentStreamFn>(dlsym(lib, symbol));
 }
 
-void use_torch_stream(int device) {
+void* torch_current_stream(int device) {
   static const CurrentStreamFn fn = find_current_stream_fn();
   // Never run silently on another stream than torch's: under CUDA-graph capture the kernels would
   // run at once instead of joining the graph.
@@ -223,7 +223,7 @@ void use_torch_stream(int device) {
   void* stream = nullptr;
   if (fn(device, &stream) != 0)
     throw UsageError("tileops: cannot read torch's current CUDA stream");
-  if (cuda_current_stream(device) != stream) set_cuda_stream(device, stream);
+  return stream;
 }
 
 // ---- the instance registry ----------------------------------------------------------------------
@@ -327,7 +327,10 @@ std::vector<Tensor> run_boundary(const std::string& key, std::vector<std::option
       ins.push_back(t ? wrap(*t) : tileops::Tensor());
       if (t && !device) device = ins.back().device();
     }
-    if (device && device->is_cuda()) use_torch_stream(device->index);
+    // Torch's stream for this call on this thread only: threads on other streams do not race.
+    std::optional<ScopedCudaStream> stream;
+    if (device && device->is_cuda())
+      stream.emplace(device->index, torch_current_stream(device->index));
     std::vector<tileops::Tensor> outs;
     for (const auto& o : op->schema().outputs) {
       if (o.buffer_out) outs.push_back(out ? wrap(*out) : tileops::Tensor());
@@ -373,26 +376,14 @@ std::vector<Tensor> call_native(const std::string& key,
       ins.push_back(owned);
       if (!device) device = view.device();
     }
-    void* previous = nullptr;
     const bool cuda = device && device->is_cuda() && cuda_available();
-    if (cuda) {
-      previous = cuda_current_stream(device->index);
-      set_cuda_stream(device->index, nullptr);
-    }
-    std::vector<tileops::Tensor> results;
-    try {
-      results = op->call(ins);
-    } catch (...) {
-      if (cuda) set_cuda_stream(device->index, previous);
-      throw;
-    }
+    std::optional<ScopedCudaStream> stream;
+    if (cuda) stream.emplace(device->index, nullptr);  // tileops' own default: the legacy stream
+    const std::vector<tileops::Tensor> results = op->call(ins);
     std::vector<Tensor> out;
     const Allocations none;
     for (const auto& r : results) out.push_back(to_torch(r, none));
-    if (cuda) {
-      cuda_synchronize(device->index);
-      set_cuda_stream(device->index, previous);
-    }
+    if (cuda) cuda_synchronize(device->index);
     return out;
   } catch (const Error&) {
     rethrow_tagged();

@@ -53,6 +53,40 @@ def test_runs_on_torch_current_stream() -> None:
 
 
 @requires_cuda
+def test_threads_on_different_streams_each_run_on_their_own() -> None:
+    import threading
+
+    case = samples.rms_norm("cuda", torch.bfloat16, (4096,), 4096)
+    op = samples.build(case)
+    x, weight = case.inputs[0], case.inputs[1]
+    want = op(x, weight)
+    torch.cuda.synchronize()
+    results: dict[int, list[bool]] = {}
+    start = threading.Barrier(2)
+
+    def work(index: int) -> None:
+        # Each thread produces its inputs on its own stream after a sleep of its own length: a
+        # kernel launched on the other thread's stream would read them unwritten.
+        stream = torch.cuda.Stream()
+        ok = []
+        with torch.cuda.stream(stream):
+            start.wait()
+            for round_ in range(20):
+                torch.cuda._sleep(2_000_000 * (1 + (index + round_) % 3))
+                produced = x * 1
+                ok.append(op(produced, weight))
+        stream.synchronize()
+        results[index] = [torch.equal(got, want) for got in ok]
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == {0: [True] * 20, 1: [True] * 20}
+
+
+@requires_cuda
 def test_cuda_graph_capture_and_replay_of_the_block() -> None:
     from test_block_compile import Block, _inputs
 

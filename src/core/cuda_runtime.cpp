@@ -47,6 +47,13 @@ int query_device_count() noexcept {
 
 std::array<std::atomic<void*>, kMaxCudaDevices> g_streams{};
 
+// ScopedCudaStream's per-thread settings: one device at a time in practice, so one slot.
+struct ThreadStream {
+  int device = -1;
+  void* stream = nullptr;
+};
+thread_local ThreadStream t_stream;
+
 struct PropertiesSlot {
   std::once_flag once;
   std::unique_ptr<CudaDeviceProperties> properties;
@@ -68,7 +75,22 @@ void* cuda_current_stream(int device) {
   if (static_cast<unsigned>(device) >= static_cast<unsigned>(cuda_device_count())) {
     check_device_index(device, "cuda_current_stream");
   }
+  if (t_stream.device == device) return t_stream.stream;
   return g_streams[static_cast<std::size_t>(device)].load(std::memory_order_acquire);
+}
+
+ScopedCudaStream::ScopedCudaStream(int device, void* stream)
+    : device_(device), previous_(t_stream.stream), previous_set_(t_stream.device >= 0) {
+  check_device_index(device, "ScopedCudaStream");
+  if (previous_set_ && t_stream.device != device) {
+    throw UsageError("ScopedCudaStream: this thread already has a stream for CUDA device " +
+                     std::to_string(t_stream.device) + "; nest scopes of one device only");
+  }
+  t_stream = {device, stream};
+}
+
+ScopedCudaStream::~ScopedCudaStream() {
+  t_stream = previous_set_ ? ThreadStream{device_, previous_} : ThreadStream{};
 }
 
 void set_cuda_stream(int device, void* stream) {
@@ -122,6 +144,13 @@ bool cuda_available() noexcept {
 void* cuda_current_stream(int) {
   throw_without_cuda("cuda_current_stream");
 }
+
+ScopedCudaStream::ScopedCudaStream(int, void*)
+    : device_(-1), previous_(nullptr), previous_set_(false) {
+  throw_without_cuda("ScopedCudaStream");
+}
+
+ScopedCudaStream::~ScopedCudaStream() = default;
 
 void set_cuda_stream(int, void*) {
   throw_without_cuda("set_cuda_stream");

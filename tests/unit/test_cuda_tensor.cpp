@@ -3,6 +3,8 @@
 #include <gmock/gmock-matchers.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
 #include <vector>
 
 #include "tileops/core.h"
@@ -146,6 +148,39 @@ TEST(CudaTensor, NonDefaultStream) {
   }
   tileops::set_cuda_stream(0, before);
   tileops::cuda_synchronize(0);
+}
+
+TEST(CudaTensor, ScopedStreamsArePerThreadAndNest) {
+  REQUIRE_CUDA();
+  void* const process = tileops::cuda_current_stream(0);
+  void* const a = reinterpret_cast<void*>(0x2);  // cudaStreamPerThread: no stream to create
+  void* const b = reinterpret_cast<void*>(0x1);  // cudaStreamLegacy
+  std::atomic<int> inside{0};
+  std::thread other;
+  {
+    const tileops::ScopedCudaStream outer(0, a);
+    EXPECT_EQ(tileops::cuda_current_stream(0), a);
+    other = std::thread([&] {
+      EXPECT_EQ(tileops::cuda_current_stream(0), process);  // not this thread's scope
+      const tileops::ScopedCudaStream mine(0, b);
+      EXPECT_EQ(tileops::cuda_current_stream(0), b);
+      inside = 1;
+      while (inside.load() != 2) std::this_thread::yield();
+    });
+    while (inside.load() != 1) std::this_thread::yield();
+    EXPECT_EQ(tileops::cuda_current_stream(0), a);  // the other thread's scope is its own
+    {
+      const tileops::ScopedCudaStream inner(0, nullptr);
+      EXPECT_EQ(tileops::cuda_current_stream(0), nullptr);
+      const Tensor t = Tensor::arange(100, DType::float32, kGpu);  // allocated on the legacy stream
+      EXPECT_EQ(t.to(Device::cpu()).item_at({99}), 99.0);
+    }
+    EXPECT_EQ(tileops::cuda_current_stream(0), a);
+    inside = 2;
+    other.join();
+  }
+  EXPECT_EQ(tileops::cuda_current_stream(0), process);
+  EXPECT_THROW(tileops::ScopedCudaStream(tileops::cuda_device_count(), a), tileops::UsageError);
 }
 
 TEST(CudaTensor, CopiesBetweenDevices) {

@@ -123,6 +123,9 @@ TEST(CudaRuntime, WithoutADeviceEverythingIsAUsageError) {
               HasSubstr("set_cuda_stream"));
   EXPECT_THAT(error_message<tileops::UsageError>([] { tileops::cuda_synchronize(0); }),
               HasSubstr("cuda_synchronize"));
+  EXPECT_THAT(
+      error_message<tileops::UsageError>([] { const tileops::ScopedCudaStream s(0, nullptr); }),
+      HasSubstr("ScopedCudaStream"));
   EXPECT_THAT(error_message<tileops::UsageError>([] { tileops::cuda_device_properties(0); }),
               HasSubstr("cuda_device_properties"));
 #if TILEOPS_WITH_CUDA

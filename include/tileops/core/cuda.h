@@ -17,8 +17,9 @@ bool cuda_available() noexcept;
 /// computed once per process.
 int cuda_device_count() noexcept;
 
-/// The stream tileops uses on `device` (a cudaStream_t): the one set by set_cuda_stream, else
-/// the legacy default stream (nullptr). The setting is process-wide (not per thread). Lock-free.
+/// The stream tileops uses on `device` (a cudaStream_t) on the calling thread: the one of the
+/// innermost live ScopedCudaStream of this thread for `device`, else the one set by
+/// set_cuda_stream (process-wide), else the legacy default stream (nullptr). Lock-free.
 /// UsageError for a device index that does not exist, or without CUDA.
 void* cuda_current_stream(int device);
 
@@ -26,6 +27,24 @@ void* cuda_current_stream(int device);
 /// stream must outlive the memory allocated on it (CUDA tensors free their memory on the stream
 /// they were allocated on). nullptr restores the legacy default stream.
 void set_cuda_stream(int device, void* stream);
+
+/// While alive, tileops uses `stream` on `device` on this thread only (other threads, and the
+/// process-wide setting, are unaffected); the previous thread setting comes back on destruction.
+/// For a host framework that hands tileops its own current stream per call (the PyTorch
+/// extension), so that threads on different streams do not race on one setting.
+/// UsageError for a device index that does not exist, or without CUDA.
+class ScopedCudaStream {
+ public:
+  ScopedCudaStream(int device, void* stream);
+  ~ScopedCudaStream();
+  ScopedCudaStream(const ScopedCudaStream&) = delete;
+  ScopedCudaStream& operator=(const ScopedCudaStream&) = delete;
+
+ private:
+  int device_;
+  void* previous_;
+  bool previous_set_;
+};
 
 /// Waits for all work on `device` (cudaDeviceSynchronize on it); UsageError on failure.
 void cuda_synchronize(int device);
