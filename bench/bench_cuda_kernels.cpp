@@ -276,11 +276,11 @@ std::string rms_name(const RmsCase& c) {
          std::to_string(c.rows) + "x" + std::to_string(c.cols);
 }
 
-void bench_rms(benchmark::State& state, RmsCase c, std::optional<ck::RmsNormConfig> config) {
+void bench_rms(benchmark::State& state, RmsCase c, std::optional<ck::RMSNormConfig> config) {
   const size_t n = static_cast<size_t>(c.rows * c.cols);
   const int64_t es = static_cast<int64_t>(tileops::element_size(c.dtype));
   const std::string tag = rms_name(c);
-  ck::RmsNormArgs a;
+  ck::RMSNormArgs a;
   a.x = random_buffer(tag + "/x", n, c.dtype, 0.05f, 2.0f);
   a.weight = random_buffer(tag + "/w", static_cast<size_t>(c.cols), c.dtype, 0.5f, 1.5f);
   a.y = random_buffer(tag + "/y", n, c.dtype, 0.05f, 2.0f);
@@ -296,7 +296,7 @@ void bench_rms(benchmark::State& state, RmsCase c, std::optional<ck::RmsNormConf
   a.dtype = c.dtype;
   int device = 0;
   cudaGetDevice(&device);
-  const ck::RmsNormConfig cfg =
+  const ck::RMSNormConfig cfg =
       config ? *config : ck::rms_norm_default_config(c.rows, c.cols, c.dtype, c.fused, device);
   state.SetLabel(cfg.str());
   const int64_t bytes = static_cast<int64_t>(n) * es * (c.fused ? 4 : 2) + c.cols * es;
@@ -370,52 +370,38 @@ void finish(benchmark::internal::Benchmark* b) {
 // The staged configurations to time next to the defaults: those of the shape's tuning space (one
 // block a multiprocessor with the most stages that fit, and two blocks with half the shared memory
 // each).
-std::vector<ck::RmsNormConfig> staged_configs(const RmsCase& c, int device) {
-  std::vector<ck::RmsNormConfig> out;
+std::vector<ck::RMSNormConfig> staged_configs(const RmsCase& c, int device) {
+  std::vector<ck::RMSNormConfig> out;
   for (const auto& cfg : ck::rms_norm_tuning_space(c.rows, c.cols, c.dtype, c.fused, device))
-    if (cfg.staged_rows != 0) out.push_back(cfg);
+    if (cfg.as<ck::RMSNormStagedConfig>() != nullptr) out.push_back(cfg);
   return out;
 }
 
-// The lean streaming configurations (RmsNormConfig::streaming_unroll 1 and 2, each cache hint;
-// fused: also recomputing the sum in pass 2, a block per row).
-std::vector<ck::RmsNormConfig> lean_configs(bool fused) {
-  std::vector<ck::RmsNormConfig> out;
-  for (const bool recompute : {false, true})
-    for (const int unroll : {1, 2})
-      for (const int hint : {0, 1, 2, 3})
-        for (const int threads : {256, 512})
-          for (const auto grid : {ck::RmsGrid::persistent, ck::RmsGrid::all}) {
-            if (recompute && (!fused || grid != ck::RmsGrid::all)) continue;
-            ck::RmsNormConfig cfg;
-            cfg.threads = threads;
-            cfg.rows_per_block = 1;
-            cfg.vecs_per_thread = 0;
-            cfg.grid = grid;
-            cfg.streaming_unroll = unroll;
-            cfg.cache_hint = hint;
-            cfg.fused_recompute = recompute;
-            out.push_back(cfg);
-          }
+// The high-occupancy streaming configurations (1 and 2 vectors in flight, each cache hint).
+std::vector<ck::RMSNormConfig> lean_configs(bool /*fused*/) {
+  std::vector<ck::RMSNormConfig> out;
+  for (const int in_flight : {1, 2})
+    for (const int hint : {0, 1, 2, 3})
+      for (const int threads : {256, 512})
+        for (const auto grid : {ck::RMSNormGrid::persistent, ck::RMSNormGrid::all})
+          out.push_back({ck::RMSNormHighOccupancyStreamingConfig{.threads = threads,
+                                                                 .grid = grid,
+                                                                 .vectors_in_flight = in_flight,
+                                                                 .cache_hint = hint}});
   return out;
 }
 
-// The re-reading configurations (RmsNormConfig::reread) that serve the case: each (threads,
+// The re-reading configurations (RMSNormRereadConfig) that serve the case: each (threads,
 // vecs_per_thread) whose vectors make the row exactly, a block per row and a persistent grid.
-std::vector<ck::RmsNormConfig> reread_configs(const RmsCase& c) {
-  std::vector<ck::RmsNormConfig> out;
+std::vector<ck::RMSNormConfig> reread_configs(const RmsCase& c) {
+  std::vector<ck::RMSNormConfig> out;
   const int64_t vec = 16 / static_cast<int64_t>(tileops::element_size(c.dtype));
   for (const int threads : {256, 512, 1024})
     for (const int nv : {1, 2, 4}) {
       if (int64_t{threads} * nv * vec != c.cols || (c.fused && nv == 4)) continue;
-      for (const auto grid : {ck::RmsGrid::all, ck::RmsGrid::persistent}) {
-        ck::RmsNormConfig cfg;
-        cfg.threads = threads;
-        cfg.rows_per_block = 1;
-        cfg.vecs_per_thread = nv;
-        cfg.grid = grid;
-        cfg.reread = true;
-        out.push_back(cfg);
+      for (const auto grid : {ck::RMSNormGrid::all, ck::RMSNormGrid::persistent}) {
+        out.push_back(
+            {ck::RMSNormRereadConfig{.threads = threads, .vecs_per_thread = nv, .grid = grid}});
       }
     }
   return out;
@@ -447,33 +433,33 @@ void register_all(bool tune, bool staged, bool lean, bool reread) {
   };
   for (const RmsCase& c : rms_cases) {
     finish(benchmark::RegisterBenchmark(rms_name(c).c_str(), bench_rms, c,
-                                        std::optional<ck::RmsNormConfig>{}));
+                                        std::optional<ck::RMSNormConfig>{}));
     // A staged default is timed next to the fallback (what unaligned arguments get).
     if (const auto fallback =
             ck::rms_norm_fallback_config(c.rows, c.cols, c.dtype, c.fused, device);
         fallback != ck::rms_norm_default_config(c.rows, c.cols, c.dtype, c.fused, device))
       finish(benchmark::RegisterBenchmark((rms_name(c) + "/fallback/" + fallback.str()).c_str(),
                                           bench_rms, c,
-                                          std::optional<ck::RmsNormConfig>{fallback}));
+                                          std::optional<ck::RMSNormConfig>{fallback}));
     if (staged) {
       for (const auto& cfg : staged_configs(c, device))
         finish(benchmark::RegisterBenchmark((rms_name(c) + "/" + cfg.str()).c_str(), bench_rms, c,
-                                            std::optional<ck::RmsNormConfig>{cfg}));
+                                            std::optional<ck::RMSNormConfig>{cfg}));
     }
     if (lean) {
       for (const auto& cfg : lean_configs(c.fused))
         finish(benchmark::RegisterBenchmark((rms_name(c) + "/" + cfg.str()).c_str(), bench_rms, c,
-                                            std::optional<ck::RmsNormConfig>{cfg}));
+                                            std::optional<ck::RMSNormConfig>{cfg}));
     }
     if (reread) {
       for (const auto& cfg : reread_configs(c))
         finish(benchmark::RegisterBenchmark((rms_name(c) + "/" + cfg.str()).c_str(), bench_rms, c,
-                                            std::optional<ck::RmsNormConfig>{cfg}));
+                                            std::optional<ck::RMSNormConfig>{cfg}));
     }
     if (!tune) continue;
     for (const auto& cfg : ck::rms_norm_tuning_space(c.rows, c.cols, c.dtype, c.fused, device))
       finish(benchmark::RegisterBenchmark((rms_name(c) + "/" + cfg.str()).c_str(), bench_rms, c,
-                                          std::optional<ck::RmsNormConfig>{cfg}));
+                                          std::optional<ck::RMSNormConfig>{cfg}));
   }
   const RopeCase rope_cases[] = {{DType::float16, 1, 8192, 32, 128},
                                  {DType::bfloat16, 32, 1, 32, 128}};

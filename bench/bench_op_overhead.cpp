@@ -111,7 +111,7 @@ void BM_CudaRmsNormBareLaunch(benchmark::State& state) {
   const Tensor x = Tensor::randn({1, 4096}, DType::bfloat16, 1, gpu);
   const Tensor w = Tensor::randn({4096}, DType::bfloat16, 2, gpu);
   const Tensor out = Tensor::empty({1, 4096}, DType::bfloat16, gpu);
-  cuda_kernels::RmsNormArgs args;
+  cuda_kernels::RMSNormArgs args;
   args.x = x.data_ptr();
   args.x_row_stride = 4096;
   args.weight = w.data_ptr();

@@ -11,13 +11,20 @@ cd "$root"
 export PATH="$PATH:/usr/local/cuda/bin"
 nvflags=(-std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a -Iinclude -Isrc -DTILEOPS_WITH_CUDA=1)
 cxxflags=(-std=c++20 -O2 -Iinclude -Isrc -Itests -DTILEOPS_WITH_CUDA=1 -I/usr/local/cuda/include)
-nvcc "${nvflags[@]}" -Xptxas -v -c src/kernels/norm/rms_norm_cuda.cu -o "$build/norm.o" 2> "$out/ptxas-norm.txt" &
+norm_objs=()
+for cu in src/kernels/norm/rms_norm_*_cuda.cu; do
+  name=$(basename "$cu" .cu)
+  nvcc "${nvflags[@]}" -Xptxas -v -c "$cu" -o "$build/$name.o" 2> "$out/ptxas-$name.txt" &
+  norm_objs+=("$build/$name.o")
+done
 nvcc "${nvflags[@]}" -Xptxas -v -c src/kernels/rope/long_rope_cuda.cu -o "$build/rope.o" 2> "$out/ptxas-rope.txt" &
 wait
 libs=(-L/usr/local/cuda/lib64 -lcudart -lfmt -lpthread)
-g++ "${cxxflags[@]}" tests/gpu/test_norm_kernels.cpp tests/gpu/test_rope_kernels.cpp src/core/dtype.cpp \
-  "$build/norm.o" "$build/rope.o" "${libs[@]}" -lgtest -lgtest_main -o "$build/kernel_tests" &
-g++ "${cxxflags[@]}" bench/bench_cuda_kernels.cpp src/core/dtype.cpp "$build/norm.o" "$build/rope.o" \
+norm_host=(src/kernels/norm/rms_norm_config.cpp src/kernels/norm/rms_norm_policy.cpp)
+g++ "${cxxflags[@]}" tests/gpu/test_norm_*.cpp tests/gpu/test_rope_kernels.cpp src/core/dtype.cpp \
+  "${norm_host[@]}" "${norm_objs[@]}" "$build/rope.o" "${libs[@]}" -lgtest -lgtest_main -o "$build/kernel_tests" &
+g++ "${cxxflags[@]}" bench/bench_cuda_kernels.cpp src/core/dtype.cpp "${norm_host[@]}" \
+  "${norm_objs[@]}" "$build/rope.o" \
   "${libs[@]}" -lbenchmark -o "$build/bench_kernels" &
 wait
 grep -E "registers|spill" "$out"/ptxas-*.txt | sort | uniq -c | sort -rn | head -20 || true

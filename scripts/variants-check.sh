@@ -19,21 +19,21 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTILEOPS_CUDA=ON \
   -DTILEOPS_WERROR=OFF > "$logs/build.log" 2>&1
 cmake --build "$build" -j "$(nproc)" --target tileops_gpu_tests bench_cuda_kernels \
   bench_moe_kernels >> "$logs/build.log" 2>&1 || { tail -30 "$logs/build.log"; exit 1; }
-# The staged RMSNorm kernel (RmsNormConfig::staged_rows, opt-in) first, on its own short limit:
+# The staged RMSNorm kernel (RMSNormStagedConfig) first, on its own short limit:
 # a wrong mbarrier parity would hang rather than fail. Its bench configurations only if it passed.
 timeout 60 "$build/tests/tileops_gpu_tests" --gtest_filter='RmsNormKernels.Staged*' \
   > "$logs/staged-tests.log" 2>&1
 staged_rc=$?
 echo "staged tests rc=$staged_rc"
 grep -E "^\[  (PASSED|FAILED) |Failure|OK \]" "$logs/staged-tests.log" | head -10
-# The lean streaming kernels (RmsNormConfig::streaming_unroll, opt-in): their bench configurations
+# The lean streaming kernels (RMSNormHighOccupancyStreamingConfig): their bench configurations
 # only if their tests passed.
 timeout 120 "$build/tests/tileops_gpu_tests" --gtest_filter='RmsNormKernels.StreamingUnroll' \
   > "$logs/lean-tests.log" 2>&1
 lean_rc=$?
 echo "lean streaming tests rc=$lean_rc"
 grep -E "^\[  (PASSED|FAILED) |Failure|OK \]" "$logs/lean-tests.log" | head -10
-# The re-reading kernel (RmsNormConfig::reread): its bench configurations only if its
+# The re-reading kernel (RMSNormRereadConfig): its bench configurations only if its
 # tests passed.
 timeout 120 "$build/tests/tileops_gpu_tests" --gtest_filter='RmsNormKernels.Reread' \
   > "$logs/reread-tests.log" 2>&1

@@ -24,7 +24,7 @@ RmsNormCuda::RmsNormCuda(const RmsNormCall& call)
   configs_.preset(0, default_config());
 }
 
-cuda_kernels::RmsNormConfig RmsNormCuda::default_config() const {
+cuda_kernels::RMSNormConfig RmsNormCuda::default_config() const {
   return cuda_kernels::rms_norm_default_config(call_.rows, call_.cols, call_.dtype, call_.fused_add,
                                                call_.device.index);
 }
@@ -45,11 +45,11 @@ std::vector<std::string> RmsNormCuda::tuning_space() const {
   return out;
 }
 
-cuda_kernels::RmsNormConfig RmsNormCuda::tune(const cuda_kernels::RmsNormArgs& args,
+cuda_kernels::RMSNormConfig RmsNormCuda::tune(const cuda_kernels::RMSNormArgs& args,
                                               void* stream) const {
   // The candidates that serve these arguments: the staged ones only on 16-byte aligned pointers
   // and row strides (the database key says which set was timed).
-  std::vector<cuda_kernels::RmsNormConfig> space;
+  std::vector<cuda_kernels::RMSNormConfig> space;
   bool staged_refused = false;
   for (const auto& c : cuda_kernels::rms_norm_tuning_space(call_.rows, call_.cols, call_.dtype,
                                                            call_.fused_add, call_.device.index)) {
@@ -61,7 +61,7 @@ cuda_kernels::RmsNormConfig RmsNormCuda::tune(const cuda_kernels::RmsNormArgs& a
   }
   // Tuning launches write y repeatedly (harmless) and, in fused mode, would add x into the
   // residual repeatedly: tune on a scratch copy of the residual.
-  cuda_kernels::RmsNormArgs trial = args;
+  cuda_kernels::RMSNormArgs trial = args;
   Tensor scratch;
   if (args.residual != nullptr) {
     scratch = Tensor::empty({args.rows, args.residual_row_stride}, call_.dtype, call_.device);
@@ -74,7 +74,7 @@ cuda_kernels::RmsNormConfig RmsNormCuda::tune(const cuda_kernels::RmsNormArgs& a
 
 void RmsNormCuda::forward(const Tensor& x, const Tensor* residual, const Tensor& weight,
                           const Tensor& y, double eps) {
-  cuda_kernels::RmsNormArgs args;
+  cuda_kernels::RMSNormArgs args;
   args.x = x.data_ptr();
   args.x_row_stride = x.stride(0);
   args.residual = residual != nullptr ? residual->data_ptr() : nullptr;
@@ -87,7 +87,7 @@ void RmsNormCuda::forward(const Tensor& x, const Tensor* residual, const Tensor&
   args.eps = static_cast<float>(eps);
   args.dtype = call_.dtype;
   void* stream = cuda_current_stream(call_.device.index);
-  cuda_kernels::RmsNormConfig config = configs_.choose(
+  cuda_kernels::RMSNormConfig config = configs_.choose(
       0, tune_requested(), [&] { return default_config(); }, [&] { return tune(args, stream); });
   // A staged configuration serves only aligned pointers and row strides: these arguments may not
   // be (a view one element in, a padded row). config() says when the fallback ran.

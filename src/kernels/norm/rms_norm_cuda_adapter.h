@@ -1,5 +1,5 @@
 // Internal: the CUDA implementation of the rms_norm interface (Hopper, sm_90a). Wraps the
-// launcher of rms_norm_cuda.cu; exposes its configuration and tunes among its candidates.
+// launcher of rms_norm_launch_cuda.cu; exposes its configuration and tunes among its candidates.
 #pragma once
 
 #if TILEOPS_WITH_CUDA
@@ -28,13 +28,13 @@ class RmsNormCuda final : public Kernel, public RmsNormInterface {
   std::vector<std::string> tuning_space() const override;
 
  private:
-  cuda_kernels::RmsNormConfig default_config() const;
-  cuda_kernels::RmsNormConfig tune(const cuda_kernels::RmsNormArgs& args, void* stream) const;
+  cuda_kernels::RMSNormConfig default_config() const;
+  cuda_kernels::RMSNormConfig tune(const cuda_kernels::RMSNormArgs& args, void* stream) const;
 
   RmsNormCall call_;
   // One key: an entry serves one call spec (rows, cols, dtype, fused).
-  TunedConfigs<int, cuda_kernels::RmsNormConfig> configs_;
-  const cuda_kernels::RmsNormConfig fallback_;  ///< for arguments a staged config cannot serve
+  TunedConfigs<int, cuda_kernels::RMSNormConfig> configs_;
+  const cuda_kernels::RMSNormConfig fallback_;  ///< for arguments a staged config cannot serve
   mutable std::mutex mutex_;                    ///< guards the two fields below
   bool last_call_fallback_ = false;             ///< the last call ran fallback_, for last_refusal_
   std::string last_refusal_;

@@ -1,5 +1,5 @@
 // Internal: the device helpers and the launch parameters that the RMSNorm kernels share
-// (rms_norm_cuda.cu, rms_norm_reread_cuda.cu). Include only from .cu files.
+// (the rms_norm_*_cuda.cu kernel families). Include only from .cu files.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -82,7 +82,7 @@ __device__ __forceinline__ float group_sum(float v, int tpr, int first_warp, flo
   return s;
 }
 
-struct RmsParams {
+struct RMSNormParams {
   const void* x;
   void* residual;
   const void* weight;
@@ -156,6 +156,6 @@ __device__ __forceinline__ void store_l2_policy(T* p, const Raw<T, VEC>& v, uint
 }
 
 // The launch function of every RMSNorm kernel but the staged one.
-using KernelFn = void (*)(RmsParams);
+using KernelFn = void (*)(RMSNormParams);
 
 }  // namespace tileops::cuda_kernels::rms

@@ -1,6 +1,9 @@
-// The re-reading RMSNorm kernels (RmsNormConfig::reread; see rms_norm_cuda.h for the semantics):
-// the shape of torch.compile's kernels for rows of a static length, which keep 2 to 8 loads in
-// flight per thread at 22-32 registers and 4 blocks of 512 threads a multiprocessor
+// Re-reading RMSNorm kernels (RMSNormRereadConfig): a row per block, all of pass 1's loads in
+// flight at 32 registers, pass 2 from L1. The default on sm_90 for rows of exactly 512, 1024 or
+// 2048 16-byte vectors (rms_norm_policy.cpp).
+//
+// They take the shape of torch.compile's kernels for rows of a static length, which keep 2 to 8
+// loads in flight per thread at 22-32 registers and 4 blocks of 512 threads a multiprocessor
 // (docs/perf/2026-12-01-h200-norm-flush-triton.md).
 //
 // A block of kThreads threads (fixed at compile time) takes one row at a time (grid stride).
@@ -13,18 +16,17 @@
 // - After the block reduction, pass 2 reads the same vectors again, with evict_first (from L1
 //   while the rows of the resident blocks fit there, else from L2), and the weight (evict_last),
 //   and stores y (fused: also the residual, T(x + residual)) plainly.
-// A row is exactly kThreads * kNV vectors (check_config refuses other lengths for this kernel),
-// so no access is predicated.
-// Registers: at most 32 a thread (2048 / kThreads blocks a multiprocessor).
-// y == x is allowed: each vector is read by the thread that writes it, before it writes it; the
-// residual likewise.
+// A row is exactly kThreads * kNV vectors (rms_norm_config_refusal refuses other lengths for this
+// kernel), so no access is predicated. Registers: at most 32 a thread (2048 / kThreads blocks a
+// multiprocessor). y == x is allowed: each vector is read by the thread that writes it, before it
+// writes it; the residual likewise.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-#include "kernels/norm/rms_norm_reread.cuh"
+#include "kernels/norm/rms_norm_kernels.cuh"
 
 namespace tileops::cuda_kernels::rms {
 namespace {
@@ -110,7 +112,7 @@ __device__ __forceinline__ Word<T> scaled(Word<T> x, Word<T> g, float inv) {
 
 template <typename T, int kThreads, int kNV, bool kFused>
 __global__ void __launch_bounds__(kThreads, 2048 / kThreads)
-    rms_norm_reread_kernel(const RmsParams p) {
+    rms_norm_reread_kernel(const RMSNormParams p) {
   constexpr int VEC = 16 / static_cast<int>(sizeof(T));
   constexpr int kStep = kThreads * VEC;  // elements between a thread's consecutive vectors
   using V = Raw<T, VEC>;
