@@ -5,10 +5,14 @@ include(CMakePackageConfigHelpers)
 
 # Installed binaries find the installed library next to them ($ORIGIN/../lib) and keep the
 # directories of what they link outside the build tree (the CUDA runtime in /usr/local/cuda).
-set_target_properties(tileops PROPERTIES
-  INSTALL_RPATH_USE_LINK_PATH TRUE
-  VERSION ${PROJECT_VERSION}
-  SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
+set_target_properties(tileops PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
+# Versioned names, except in a wheel (scikit-build-core sets SKBUILD): a wheel holds no symlinks,
+# so the two version links would be two more copies of the library.
+if(NOT SKBUILD)
+  set_target_properties(tileops PROPERTIES
+    VERSION ${PROJECT_VERSION}
+    SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
+endif()
 if(TARGET tileops_cli)
   set_target_properties(tileops_cli PROPERTIES
     INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}"
