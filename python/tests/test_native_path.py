@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import samples
+import tileops
 from conftest import requires_cuda
 
 
@@ -32,6 +33,26 @@ def test_boundary_equals_native_path(case: samples.Case, device: str) -> None:
     for g, n in zip(got, native):
         assert g.dtype == n.dtype and g.shape == n.shape
         assert torch.equal(g, n), f"{case.op}: boundary and C++ path differ"
+
+
+def test_outputs_are_the_tensors_torch_allocated(device: str) -> None:
+    # A CUDA output, and a CPU one of whole 64-byte lines, is allocated as the torch tensor that
+    # is returned (not a view of a byte block); a CPU output of a partial line is such a view,
+    # its block padded for the CPU kernels.
+    op = tileops.RMSNormFwdOp(normalized_shape=[4096])
+    x = torch.randn(2, 4096, dtype=torch.bfloat16, device=device)
+    w = torch.randn(4096, dtype=torch.bfloat16, device=device)
+    y = op(x, w)
+    assert y._base is None and y.is_contiguous() and y.dtype == torch.bfloat16
+    small = tileops.RMSNormFwdOp(normalized_shape=[3])
+    v = torch.tensor([[1.0, -2.0, 3.0]], device=device)
+    z = small(v, torch.ones(3, device=device))
+    if device == "cpu":
+        assert z._base is not None and z._base.numel() * z._base.element_size() == 64
+    else:
+        assert z._base is None
+    want = v.double() / torch.sqrt((v.double() ** 2).mean() + 1e-6)
+    torch.testing.assert_close(z.double(), want, rtol=1e-6, atol=1e-6)
 
 
 @requires_cuda
