@@ -44,7 +44,7 @@ namespace {
 
 #if !TILEOPS_WITH_CUDA
 
-TEST(MoeKernels, RequiresCuda) {
+TEST(MoEKernels, RequiresCuda) {
   GTEST_SKIP() << "built without CUDA";
 }
 
@@ -55,13 +55,13 @@ namespace ck = tileops::cuda_kernels;
 using ck::GroupedGemmArgs;
 using ck::GroupedGemmConfig;
 using ck::GroupedGemmVariant;
-using ck::MoeActivation;
-using ck::MoeScoring;
+using ck::MoEActivation;
+using ck::MoEScoring;
 
 using namespace tileops::kernel_test;  // NOLINT: the shared kernel-test helpers
 
-const char* act_str(MoeActivation a) {
-  return a == MoeActivation::none ? "none" : a == MoeActivation::silu_and_mul ? "silu" : "gelu";
+const char* act_str(MoEActivation a) {
+  return a == MoEActivation::none ? "none" : a == MoEActivation::silu_and_mul ? "silu" : "gelu";
 }
 
 // Runs fn(i) for i in [0, n) on all cores.
@@ -130,7 +130,7 @@ class GemmRunner {
  public:
   GemmRunner(GemmCase c, DType dtype) : c_(std::move(c)), dtype_(dtype) {}
 
-  std::string describe(MoeActivation act) const {
+  std::string describe(MoEActivation act) const {
     std::ostringstream os;
     os << c_.name << " " << dtype_str(dtype_) << " " << act_str(act) << " M " << c_.M << " N "
        << c_.N << " K " << c_.K << " E " << num_experts() << " a_offset " << c_.a_offset << " seed "
@@ -201,8 +201,8 @@ class GemmRunner {
   }
 
   // Poisons c, launches with `config`, checks every checked row.
-  void run_and_check(MoeActivation act, const GroupedGemmConfig& config) {
-    const bool is_gated = act != MoeActivation::none;
+  void run_and_check(MoEActivation act, const GroupedGemmConfig& config) {
+    const bool is_gated = act != MoEActivation::none;
     const int64_t n_out = is_gated ? c_.N / 2 : c_.N;
     const size_t es = 2;
     CUDA_OK(cudaMemset(dc_->ptr, 0xFF, dc_->bytes));
@@ -258,7 +258,7 @@ class GemmRunner {
           const size_t ui = static_cast<size_t>(r * c_.N + j + c_.N / 2);
           const double g = acc_[gi];
           const double u = acc_[ui];
-          const double fg = act == MoeActivation::silu_and_mul ? silu_d(g) : gelu_tanh_d(g);
+          const double fg = act == MoEActivation::silu_and_mul ? silu_d(g) : gelu_tanh_d(g);
           ref = fg * u;
           bound = tol * (1.0 + std::fabs(ref)) + 1.2 * acc_eps * abs_[gi] * std::fabs(u) +
                   acc_eps * abs_[ui] * std::fabs(fg);
@@ -295,8 +295,8 @@ class GemmRunner {
 };
 
 const std::vector<DType> kGemmDtypes = {DType::bfloat16, DType::float16};
-const std::vector<MoeActivation> kActs = {MoeActivation::none, MoeActivation::silu_and_mul,
-                                          MoeActivation::gelu_and_mul};
+const std::vector<MoEActivation> kActs = {MoEActivation::none, MoEActivation::silu_and_mul,
+                                          MoEActivation::gelu_and_mul};
 
 GroupedGemmConfig simt_config() {
   GroupedGemmConfig c;  // the defaults are the simt configuration
@@ -335,7 +335,7 @@ GroupedGemmConfig wgmma_config() {
   return c;
 }
 
-GroupedGemmArgs shape_args(const GemmCase& c, DType dtype, MoeActivation act) {
+GroupedGemmArgs shape_args(const GemmCase& c, DType dtype, MoEActivation act) {
   GroupedGemmArgs a;
   a.M = c.M;
   a.N = c.N;
@@ -349,7 +349,7 @@ GroupedGemmArgs shape_args(const GemmCase& c, DType dtype, MoeActivation act) {
 // The default, the first configuration of each variant in the tuning space, and the explicit
 // simt / mma / wgmma configurations (the tensor-core ones fall back by themselves where the shape
 // or the pointers do not allow them).
-std::vector<GroupedGemmConfig> variant_configs(const GemmCase& c, DType dtype, MoeActivation act) {
+std::vector<GroupedGemmConfig> variant_configs(const GemmCase& c, DType dtype, MoEActivation act) {
   const GroupedGemmArgs a = shape_args(c, dtype, act);
   std::vector<GroupedGemmConfig> out;
   const auto add = [&](const GroupedGemmConfig& g) {
@@ -375,8 +375,8 @@ void check_gemm_case(const GemmCase& c, bool all_configs = false) {
   for (const DType dtype : kGemmDtypes) {
     GemmRunner runner(c, dtype);
     ASSERT_NO_FATAL_FAILURE(runner.prepare()) << c.name;
-    for (const MoeActivation act : kActs) {
-      if (act != MoeActivation::none && c.N % 2 != 0) continue;
+    for (const MoEActivation act : kActs) {
+      if (act != MoEActivation::none && c.N % 2 != 0) continue;
       std::vector<GroupedGemmConfig> configs;
       if (all_configs) {
         configs = ck::grouped_gemm_tuning_space(shape_args(c, dtype, act), 0);
@@ -429,13 +429,13 @@ std::vector<GemmCase> small_gemm_cases() {
   return cases;
 }
 
-TEST(MoeGroupedGemm, SmallShapesEveryVariant) {
+TEST(MoEGroupedGemm, SmallShapesEveryVariant) {
   SKIP_WITHOUT_GPU();
   for (const GemmCase& c : small_gemm_cases()) ASSERT_NO_FATAL_FAILURE(check_gemm_case(c));
 }
 
 // a not 16-byte aligned: the tensor-core configurations fall back to simt by themselves.
-TEST(MoeGroupedGemm, MisalignedA) {
+TEST(MoEGroupedGemm, MisalignedA) {
   SKIP_WITHOUT_GPU();
   GemmCase c;
   c.name = "misaligned_a";
@@ -450,7 +450,7 @@ TEST(MoeGroupedGemm, MisalignedA) {
 
 // Every configuration of the tuning space (and each with one block per SM) on shapes with tails
 // in M, N and K, an empty expert and uncovered rows.
-TEST(MoeGroupedGemm, EveryTuningConfig) {
+TEST(MoEGroupedGemm, EveryTuningConfig) {
   SKIP_WITHOUT_GPU();
   GemmCase c;
   c.name = "tuning_space";
@@ -500,7 +500,7 @@ std::vector<GroupedGemmConfig> cluster_configs() {
 // cluster), both dtypes, every activation. The two blocks of a cluster take consecutive m-tiles
 // of one expert: experts with an odd m-tile count (the second block has no rows), empty experts,
 // uncovered rows, tails in N and K, more clusters than units.
-TEST(MoeGroupedGemm, ClusterConfigs) {
+TEST(MoEGroupedGemm, ClusterConfigs) {
   SKIP_WITHOUT_GPU();
   std::vector<GroupedGemmConfig> configs = cluster_configs();
   {
@@ -511,7 +511,7 @@ TEST(MoeGroupedGemm, ClusterConfigs) {
     big.K = 1024;
     big.offsets = uniform_offsets(8, 512);
     const auto space =
-        ck::grouped_gemm_tuning_space(shape_args(big, DType::bfloat16, MoeActivation::none), 0);
+        ck::grouped_gemm_tuning_space(shape_args(big, DType::bfloat16, MoEActivation::none), 0);
     const bool wgmma = std::any_of(space.begin(), space.end(), [](const GroupedGemmConfig& g) {
       return g.variant == GroupedGemmVariant::wgmma;
     });
@@ -549,8 +549,8 @@ TEST(MoeGroupedGemm, ClusterConfigs) {
     for (const DType dtype : kGemmDtypes) {
       GemmRunner runner(c, dtype);
       ASSERT_NO_FATAL_FAILURE(runner.prepare()) << c.name;
-      for (const MoeActivation act : kActs) {
-        if (act != MoeActivation::none && c.N % 2 != 0) continue;
+      for (const MoEActivation act : kActs) {
+        if (act != MoEActivation::none && c.N % 2 != 0) continue;
         for (const auto& cfg : configs)
           ASSERT_NO_FATAL_FAILURE(runner.run_and_check(act, cfg)) << runner.describe(act);
       }
@@ -559,7 +559,7 @@ TEST(MoeGroupedGemm, ClusterConfigs) {
 }
 
 // Larger shapes, rows sampled: many tiles per block, many experts, realistic K.
-TEST(MoeGroupedGemm, LargeShapesSampled) {
+TEST(MoEGroupedGemm, LargeShapesSampled) {
   SKIP_WITHOUT_GPU();
   Rng rng(9);
   std::vector<GemmCase> cases;
@@ -599,7 +599,7 @@ TEST(MoeGroupedGemm, LargeShapesSampled) {
   for (const GemmCase& c : cases) ASSERT_NO_FATAL_FAILURE(check_gemm_case(c));
 }
 
-TEST(MoeGroupedGemm, InvalidArguments) {
+TEST(MoEGroupedGemm, InvalidArguments) {
   SKIP_WITHOUT_GPU();
   DeviceBuffer buf(1 << 20);
   ASSERT_NE(buf.ptr, nullptr);
@@ -620,7 +620,7 @@ TEST(MoeGroupedGemm, InvalidArguments) {
 
   GroupedGemmArgs bad = a;
   bad.N = 15;
-  bad.activation = MoeActivation::silu_and_mul;
+  bad.activation = MoEActivation::silu_and_mul;
   EXPECT_THROW(ck::launch_grouped_gemm(bad, def, nullptr), tileops::SignatureError);
   bad = a;
   bad.dtype = DType::float32;
@@ -671,11 +671,11 @@ TEST(MoeGroupedGemm, InvalidArguments) {
   CUDA_OK(cudaDeviceSynchronize());
 }
 
-TEST(MoeGroupedGemm, ConfigFunctions) {
+TEST(MoEGroupedGemm, ConfigFunctions) {
   SKIP_WITHOUT_GPU();
   for (const GemmCase& c : small_gemm_cases()) {
     for (const DType dtype : kGemmDtypes) {
-      for (const MoeActivation act : kActs) {
+      for (const MoEActivation act : kActs) {
         const GroupedGemmArgs a = shape_args(c, dtype, act);
         const auto space = ck::grouped_gemm_tuning_space(a, 0);
         ASSERT_FALSE(space.empty());
@@ -804,7 +804,7 @@ void check_permute(const PermuteCase& c) {
   }
 }
 
-TEST(MoePrePermute, Cases) {
+TEST(MoEPrePermute, Cases) {
   SKIP_WITHOUT_GPU();
   std::vector<PermuteCase> cases;
   uint64_t seed = 300;
@@ -831,7 +831,7 @@ TEST(MoePrePermute, Cases) {
 }
 
 // Ids all equal, or all distinct: the stable order by pair index.
-TEST(MoePrePermute, Extremes) {
+TEST(MoEPrePermute, Extremes) {
   SKIP_WITHOUT_GPU();
   ASSERT_NO_FATAL_FAILURE(
       check_permute({"all_one_expert", DType::bfloat16, 1000, 2, 7, 64, 0, 0, 3, 4, 0, 1}));
@@ -839,7 +839,7 @@ TEST(MoePrePermute, Extremes) {
       check_permute({"all_dropped", DType::bfloat16, 50, 2, 7, 64, 0, 0, 7, 100, 0, 2}));
 }
 
-TEST(MoePrePermute, InvalidArguments) {
+TEST(MoEPrePermute, InvalidArguments) {
   SKIP_WITHOUT_GPU();
   DeviceBuffer buf(1 << 16);
   ASSERT_NE(buf.ptr, nullptr);
@@ -976,7 +976,7 @@ void check_combine(const CombineCase& c) {
   EXPECT_EQ(touched, 0) << where << ": written outside out";
 }
 
-TEST(MoePostPermute, Cases) {
+TEST(MoEPostPermute, Cases) {
   SKIP_WITHOUT_GPU();
   uint64_t seed = 500;
   for (const DType dtype : {DType::bfloat16, DType::float16, DType::float32}) {
@@ -997,7 +997,7 @@ TEST(MoePostPermute, Cases) {
       check_combine({"deepseek_like", DType::bfloat16, 512, 8, 7168, 4096, 0, 1.0f, 999}));
 }
 
-TEST(MoePostPermute, InvalidArguments) {
+TEST(MoEPostPermute, InvalidArguments) {
   SKIP_WITHOUT_GPU();
   DeviceBuffer buf(1 << 16);
   ASSERT_NE(buf.ptr, nullptr);
@@ -1028,7 +1028,7 @@ struct RouteCase {
   std::string name;
   DType dtype = DType::float32;
   int64_t T = 1, E = 8, K = 2;
-  MoeScoring scoring = MoeScoring::softmax;
+  MoEScoring scoring = MoEScoring::softmax;
   bool bias = false;
   bool renormalize = false;
   float scaling = 1.0f;
@@ -1046,7 +1046,7 @@ RouteRef route_token(const std::vector<float>& logits, const std::vector<float>&
                      const RouteCase& c) {
   const auto E = static_cast<size_t>(c.E);
   std::vector<double> s(E);
-  if (c.scoring == MoeScoring::softmax) {
+  if (c.scoring == MoEScoring::softmax) {
     double mx = -INFINITY;
     for (const float v : logits) mx = std::max(mx, static_cast<double>(v));
     double sum = 0.0;
@@ -1086,7 +1086,7 @@ RouteRef route_token(const std::vector<float>& logits, const std::vector<float>&
 void check_route(const RouteCase& c) {
   const std::string where = c.name + " " + dtype_str(c.dtype) + " T " + std::to_string(c.T) +
                             " E " + std::to_string(c.E) + " K " + std::to_string(c.K) +
-                            (c.scoring == MoeScoring::softmax ? " softmax" : " sigmoid") +
+                            (c.scoring == MoEScoring::softmax ? " softmax" : " sigmoid") +
                             (c.bias ? " bias" : "") + (c.renormalize ? " renorm" : "");
   Rng rng(c.seed);
   HostTensor logits(c.dtype, static_cast<size_t>(c.T * c.E));
@@ -1119,7 +1119,7 @@ void check_route(const RouteCase& c) {
   CUDA_OK(cudaMemcpy(db.ptr, bias.data(), bias.size() * 4, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemset(dw.ptr, 0xFF, dw.bytes));
   CUDA_OK(cudaMemset(did.ptr, 0xFF, did.bytes));
-  ck::TopkRoutingArgs a;
+  ck::TopKRoutingArgs a;
   a.logits = dl.ptr;
   a.correction_bias = c.bias ? db.at<float>(0) : nullptr;
   a.topk_weights = dw.at<float>(0);
@@ -1156,11 +1156,11 @@ void check_route(const RouteCase& c) {
   EXPECT_EQ(bad, 0) << where << ": " << bad << " wrong weights, first " << first;
 }
 
-TEST(MoeTopkRouting, Cases) {
+TEST(MoETopKRouting, Cases) {
   SKIP_WITHOUT_GPU();
   uint64_t seed = 700;
   for (const DType dtype : {DType::float32, DType::float16, DType::bfloat16})
-    for (const MoeScoring scoring : {MoeScoring::softmax, MoeScoring::sigmoid})
+    for (const MoEScoring scoring : {MoEScoring::softmax, MoEScoring::sigmoid})
       for (const bool bias : {false, true})
         for (const bool renorm : {false, true})
           for (const auto& ek : std::vector<std::pair<int64_t, int64_t> >{
@@ -1180,22 +1180,22 @@ TEST(MoeTopkRouting, Cases) {
           }
 }
 
-TEST(MoeTopkRouting, LargeAndSpecial) {
+TEST(MoETopKRouting, LargeAndSpecial) {
   SKIP_WITHOUT_GPU();
   // DeepSeek-V3-like (sigmoid, bias, renormalize, scaling) and Qwen3-like (softmax, renormalize).
   ASSERT_NO_FATAL_FAILURE(check_route(
-      {"deepseek", DType::float32, 4096, 256, 8, MoeScoring::sigmoid, true, true, 2.5f, 801}));
+      {"deepseek", DType::float32, 4096, 256, 8, MoEScoring::sigmoid, true, true, 2.5f, 801}));
   ASSERT_NO_FATAL_FAILURE(check_route(
-      {"qwen3", DType::bfloat16, 4096, 128, 8, MoeScoring::softmax, false, true, 1.0f, 802}));
+      {"qwen3", DType::bfloat16, 4096, 128, 8, MoEScoring::softmax, false, true, 1.0f, 802}));
   // More experts than 48 KB of shared memory holds for one warp (opt-in path), and k = 1.
   ASSERT_NO_FATAL_FAILURE(check_route(
-      {"e8192", DType::float32, 5, 8192, 4, MoeScoring::softmax, true, false, 1.0f, 803}));
+      {"e8192", DType::float32, 5, 8192, 4, MoEScoring::softmax, true, false, 1.0f, 803}));
   ASSERT_NO_FATAL_FAILURE(
-      check_route({"k1", DType::float16, 100, 64, 1, MoeScoring::sigmoid, false, true, 1.0f, 804}));
+      check_route({"k1", DType::float16, 100, 64, 1, MoEScoring::sigmoid, false, true, 1.0f, 804}));
 }
 
 // Equal logits: ties go to the smaller expert; softmax weights 1/E each.
-TEST(MoeTopkRouting, Ties) {
+TEST(MoETopKRouting, Ties) {
   SKIP_WITHOUT_GPU();
   const int64_t T = 3;
   const int64_t E = 40;
@@ -1208,7 +1208,7 @@ TEST(MoeTopkRouting, Ties) {
   CUDA_OK(cudaMemcpy(dl.ptr, logits.data(), logits.size() * 4, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemset(dw.ptr, 0xFF, dw.bytes));
   CUDA_OK(cudaMemset(did.ptr, 0xFF, did.bytes));
-  ck::TopkRoutingArgs a;
+  ck::TopKRoutingArgs a;
   a.logits = dl.ptr;
   a.topk_weights = dw.at<float>(0);
   a.topk_ids = did.at<int32_t>(0);
@@ -1228,18 +1228,18 @@ TEST(MoeTopkRouting, Ties) {
     }
 }
 
-TEST(MoeTopkRouting, InvalidArguments) {
+TEST(MoETopKRouting, InvalidArguments) {
   SKIP_WITHOUT_GPU();
   DeviceBuffer buf(1 << 16);
   ASSERT_NE(buf.ptr, nullptr);
-  ck::TopkRoutingArgs a;
+  ck::TopKRoutingArgs a;
   a.logits = buf.at(0);
   a.topk_weights = buf.at<float>(4096);
   a.topk_ids = buf.at<int32_t>(8192);
   a.tokens = 2;
   a.num_experts = 8;
   a.top_k = 2;
-  ck::TopkRoutingArgs bad = a;
+  ck::TopKRoutingArgs bad = a;
   bad.top_k = 0;
   EXPECT_THROW(ck::launch_moe_topk_routing(bad, nullptr), tileops::SignatureError);
   bad.top_k = 9;
