@@ -265,18 +265,18 @@ const char* dtype_tag(DType d) {
   return d == DType::float32 ? "fp32" : d == DType::float16 ? "fp16" : "bf16";
 }
 
-struct RmsCase {
+struct RMSCase {
   DType dtype;
   int64_t rows, cols;
   bool fused;
 };
 
-std::string rms_name(const RmsCase& c) {
+std::string rms_name(const RMSCase& c) {
   return std::string(c.fused ? "fused_add_rms_norm/" : "rms_norm/") + dtype_tag(c.dtype) + "/" +
          std::to_string(c.rows) + "x" + std::to_string(c.cols);
 }
 
-void bench_rms(benchmark::State& state, RmsCase c, std::optional<ck::RMSNormConfig> config) {
+void bench_rms(benchmark::State& state, RMSCase c, std::optional<ck::RMSNormConfig> config) {
   const size_t n = static_cast<size_t>(c.rows * c.cols);
   const int64_t es = static_cast<int64_t>(tileops::element_size(c.dtype));
   const std::string tag = rms_name(c);
@@ -303,17 +303,17 @@ void bench_rms(benchmark::State& state, RmsCase c, std::optional<ck::RMSNormConf
   time_launches(state, bytes, [&] { ck::launch_rms_norm(a, cfg, gpu().stream); });
 }
 
-struct RopeCase {
+struct RoPECase {
   DType dtype;
   int64_t batch, seq, heads, dim;
 };
 
-std::string rope_name(const RopeCase& c) {
+std::string rope_name(const RoPECase& c) {
   return std::string("long_rope/") + dtype_tag(c.dtype) + "/" + std::to_string(c.batch) + "x" +
          std::to_string(c.seq) + "x" + std::to_string(c.heads) + "x" + std::to_string(c.dim);
 }
 
-void bench_rope(benchmark::State& state, RopeCase c, std::optional<ck::LongRopeConfig> config) {
+void bench_rope(benchmark::State& state, RoPECase c, std::optional<ck::LongRoPEConfig> config) {
   const size_t n = static_cast<size_t>(c.batch * c.seq * c.heads * c.dim);
   const int64_t half = c.dim / 2;
   const int64_t es = static_cast<int64_t>(tileops::element_size(c.dtype));
@@ -327,7 +327,7 @@ void bench_rope(benchmark::State& state, RopeCase c, std::optional<ck::LongRopeC
   for (int64_t b = 0; b < c.batch; ++b)
     for (int64_t s = 0; s < c.seq; ++s)
       positions[static_cast<size_t>(b * c.seq + s)] = c.seq == 1 ? 4000 + 37 * b : s;
-  ck::LongRopeArgs a;
+  ck::LongRoPEArgs a;
   a.x = random_buffer(tag + "/x", n, c.dtype, 0.05f, 2.0f);
   a.y = random_buffer(tag + "/y", n, c.dtype, 0.05f, 2.0f);
   a.inv_freq = static_cast<const double*>(
@@ -346,7 +346,7 @@ void bench_rope(benchmark::State& state, RopeCase c, std::optional<ck::LongRopeC
   a.dtype = c.dtype;
   int device = 0;
   cudaGetDevice(&device);
-  const ck::LongRopeConfig cfg =
+  const ck::LongRoPEConfig cfg =
       config ? *config
              : ck::long_rope_default_config(c.batch, c.seq, c.heads, half, c.dtype, device);
   state.SetLabel(cfg.str());
@@ -370,7 +370,7 @@ void finish(benchmark::internal::Benchmark* b) {
 // The staged configurations to time next to the defaults: those of the shape's tuning space (one
 // block a multiprocessor with the most stages that fit, and two blocks with half the shared memory
 // each).
-std::vector<ck::RMSNormConfig> staged_configs(const RmsCase& c, int device) {
+std::vector<ck::RMSNormConfig> staged_configs(const RMSCase& c, int device) {
   std::vector<ck::RMSNormConfig> out;
   for (const auto& cfg : ck::rms_norm_tuning_space(c.rows, c.cols, c.dtype, c.fused, device))
     if (cfg.as<ck::RMSNormStagedConfig>() != nullptr) out.push_back(cfg);
@@ -393,7 +393,7 @@ std::vector<ck::RMSNormConfig> lean_configs(bool /*fused*/) {
 
 // The re-reading configurations (RMSNormRereadConfig) that serve the case: each (threads,
 // vecs_per_thread) whose vectors make the row exactly, a block per row and a persistent grid.
-std::vector<ck::RMSNormConfig> reread_configs(const RmsCase& c) {
+std::vector<ck::RMSNormConfig> reread_configs(const RMSCase& c) {
   std::vector<ck::RMSNormConfig> out;
   const int64_t vec = 16 / static_cast<int64_t>(tileops::element_size(c.dtype));
   for (const int threads : {256, 512, 1024})
@@ -419,7 +419,7 @@ void register_all(bool tune, bool staged, bool lean, bool reread) {
     finish(
         benchmark::RegisterBenchmark(("copy/" + std::to_string(bytes)).c_str(), bench_copy, bytes));
   }
-  const RmsCase rms_cases[] = {
+  const RMSCase rms_cases[] = {
       {DType::bfloat16, 2048, 16384, false}, {DType::bfloat16, 2048, 4096, false},
       {DType::bfloat16, 1, 4096, false},     {DType::bfloat16, 16384, 8192, false},
       {DType::float16, 16384, 8192, false},  {DType::float32, 16384, 8192, false},
@@ -431,7 +431,7 @@ void register_all(bool tune, bool staged, bool lean, bool reread) {
       {DType::bfloat16, 32, 8192, false},    {DType::bfloat16, 64, 16384, false},
       {DType::bfloat16, 64, 8192, true},     {DType::bfloat16, 1, 16384, true},
   };
-  for (const RmsCase& c : rms_cases) {
+  for (const RMSCase& c : rms_cases) {
     finish(benchmark::RegisterBenchmark(rms_name(c).c_str(), bench_rms, c,
                                         std::optional<ck::RMSNormConfig>{}));
     // A staged default is timed next to the fallback (what unaligned arguments get).
@@ -461,16 +461,16 @@ void register_all(bool tune, bool staged, bool lean, bool reread) {
       finish(benchmark::RegisterBenchmark((rms_name(c) + "/" + cfg.str()).c_str(), bench_rms, c,
                                           std::optional<ck::RMSNormConfig>{cfg}));
   }
-  const RopeCase rope_cases[] = {{DType::float16, 1, 8192, 32, 128},
+  const RoPECase rope_cases[] = {{DType::float16, 1, 8192, 32, 128},
                                  {DType::bfloat16, 32, 1, 32, 128}};
-  for (const RopeCase& c : rope_cases) {
+  for (const RoPECase& c : rope_cases) {
     finish(benchmark::RegisterBenchmark(rope_name(c).c_str(), bench_rope, c,
-                                        std::optional<ck::LongRopeConfig>{}));
+                                        std::optional<ck::LongRoPEConfig>{}));
     if (!tune) continue;
     for (const auto& cfg :
          ck::long_rope_tuning_space(c.batch, c.seq, c.heads, c.dim / 2, c.dtype, device))
       finish(benchmark::RegisterBenchmark((rope_name(c) + "/" + cfg.str()).c_str(), bench_rope, c,
-                                          std::optional<ck::LongRopeConfig>{cfg}));
+                                          std::optional<ck::LongRoPEConfig>{cfg}));
   }
 }
 

@@ -16,19 +16,19 @@ namespace {
 
 using namespace tileops;
 
-class NoopRmsNorm final : public Kernel, public RmsNormInterface {
+class NoopRMSNorm final : public Kernel, public RMSNormInterface {
  public:
-  using Interface = RmsNormInterface;
+  using Interface = RMSNormInterface;
   static std::vector<Device::Type> devices() { return {Device::Type::cpu}; }
   static std::vector<std::string> preferred_over() { return {"rms_norm_cpu"}; }
-  explicit NoopRmsNorm(const RmsNormCall&) {}
+  explicit NoopRMSNorm(const RMSNormCall&) {}
   void forward(const Tensor&, const Tensor*, const Tensor&, const Tensor& y, double) override {
     benchmark::DoNotOptimize(y.data_ptr());
   }
 };
 
 [[maybe_unused]] const bool registered = [] {
-  register_kernel_type("RMSNormFwdOp", implementation<NoopRmsNorm>("noop", "NoopRmsNorm"));
+  register_kernel_type("RMSNormFwdOp", implementation<NoopRMSNorm>("noop", "NoopRMSNorm"));
   return true;
 }();
 

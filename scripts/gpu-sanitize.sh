@@ -35,11 +35,11 @@ fi
 
 # The kernel tests on small shapes, one per kernel family that stages data in shared memory.
 shared_memory_tests=(
-  'MoeGroupedGemm.SmallShapesEveryVariant' 'MoeGroupedGemm.MisalignedA'
-  'MoeGroupedGemm.ClusterConfigs' 'MoePrePermute.Cases' 'MoePostPermute.Cases'
-  'MoeTopkRouting.Cases' 'MoeTopkRouting.Ties' 'RmsNormKernels.ShapesDefaultConfig'
-  'RmsNormKernels.StridedRows' 'RmsNormKernels.Reread' 'RmsNormKernels.StagedConfigs'
-  'LongRopeKernels.ShapesDefaultConfig'
+  'MoEGroupedGemm.SmallShapesEveryVariant' 'MoEGroupedGemm.MisalignedA'
+  'MoEGroupedGemm.ClusterConfigs' 'MoEPrePermute.Cases' 'MoEPostPermute.Cases'
+  'MoETopKRouting.Cases' 'MoETopKRouting.Ties' 'RMSNormKernels.ShapesDefaultConfig'
+  'RMSNormKernels.StridedRows' 'RMSNormKernels.Reread' 'RMSNormKernels.StagedConfigs'
+  'LongRoPEKernels.ShapesDefaultConfig'
 )
 
 status=0

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the CPU test programs under AddressSanitizer+UndefinedBehaviorSanitizer and under
 # ThreadSanitizer and runs the base-class and ops tests, then the concurrency stress tests
-# (tests/op/test_concurrency.cpp, tests/ops/test_concurrency.cpp) repeated.
+# (tests/base/test_concurrency.cpp, tests/ops/test_concurrency.cpp) repeated.
 # Usage: scripts/sanitize.sh [asan|tsan|all]   (default all)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,16 +14,16 @@ run() {
   cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTILEOPS_CUDA=OFF \
     -DTILEOPS_BUILD_BENCH=OFF -DCMAKE_CXX_FLAGS="$flags" \
     -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" >/dev/null
-  cmake --build "$dir" -j "$jobs" --target tileops_op_tests tileops_ops_tests
+  cmake --build "$dir" -j "$jobs" --target tileops_base_tests tileops_ops_tests
   echo "== $name: base-class tests"
-  "$dir/tests/tileops_op_tests" --gtest_brief=1
+  "$dir/tests/tileops_base_tests" --gtest_brief=1
   if [ -x "$dir/tests/tileops_ops_tests" ]; then
     echo "== $name: ops tests"
     "$dir/tests/tileops_ops_tests" --gtest_brief=1
   fi
   # The concurrency stress tests again, more trials: their races need many interleavings.
   echo "== $name: concurrency stress (repeated)"
-  "$dir/tests/tileops_op_tests" --gtest_brief=1 --gtest_filter='Concurrency.*' --gtest_repeat=4
+  "$dir/tests/tileops_base_tests" --gtest_brief=1 --gtest_filter='Concurrency.*' --gtest_repeat=4
   "$dir/tests/tileops_ops_tests" --gtest_brief=1 --gtest_filter='Concurrency.*' --gtest_repeat=4
 }
 

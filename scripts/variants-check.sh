@@ -21,27 +21,27 @@ cmake --build "$build" -j "$(nproc)" --target tileops_gpu_tests bench_cuda_kerne
   bench_moe_kernels >> "$logs/build.log" 2>&1 || { tail -30 "$logs/build.log"; exit 1; }
 # The staged RMSNorm kernel (RMSNormStagedConfig) first, on its own short limit:
 # a wrong mbarrier parity would hang rather than fail. Its bench configurations only if it passed.
-timeout 60 "$build/tests/tileops_gpu_tests" --gtest_filter='RmsNormKernels.Staged*' \
+timeout 60 "$build/tests/tileops_gpu_tests" --gtest_filter='RMSNormKernels.Staged*' \
   > "$logs/staged-tests.log" 2>&1
 staged_rc=$?
 echo "staged tests rc=$staged_rc"
 grep -E "^\[  (PASSED|FAILED) |Failure|OK \]" "$logs/staged-tests.log" | head -10
 # The lean streaming kernels (RMSNormHighOccupancyStreamingConfig): their bench configurations
 # only if their tests passed.
-timeout 120 "$build/tests/tileops_gpu_tests" --gtest_filter='RmsNormKernels.StreamingUnroll' \
+timeout 120 "$build/tests/tileops_gpu_tests" --gtest_filter='RMSNormKernels.StreamingUnroll' \
   > "$logs/lean-tests.log" 2>&1
 lean_rc=$?
 echo "lean streaming tests rc=$lean_rc"
 grep -E "^\[  (PASSED|FAILED) |Failure|OK \]" "$logs/lean-tests.log" | head -10
 # The re-reading kernel (RMSNormRereadConfig): its bench configurations only if its
 # tests passed.
-timeout 120 "$build/tests/tileops_gpu_tests" --gtest_filter='RmsNormKernels.Reread' \
+timeout 120 "$build/tests/tileops_gpu_tests" --gtest_filter='RMSNormKernels.Reread' \
   > "$logs/reread-tests.log" 2>&1
 reread_rc=$?
 echo "reread tests rc=$reread_rc"
 grep -E "^\[  (PASSED|FAILED) |Failure|OK \]" "$logs/reread-tests.log" | head -10
 timeout 200 "$build/tests/tileops_gpu_tests" \
-  --gtest_filter='RmsNormKernels.*:MoeGroupedGemm.*:-RmsNormKernels.Staged*:RmsNormKernels.StreamingUnroll:RmsNormKernels.Reread' \
+  --gtest_filter='RMSNormKernels.*:MoEGroupedGemm.*:-RMSNormKernels.Staged*:RMSNormKernels.StreamingUnroll:RMSNormKernels.Reread' \
   > "$logs/tests.log" 2>&1
 echo "tests rc=$?"
 grep -E "^\[  (PASSED|FAILED) |Failure|OK \]" "$logs/tests.log" | head -30

@@ -19,12 +19,12 @@
 #include <torch/csrc/stable/ops.h>
 #include <torch/headeronly/core/ScalarType.h>
 
+#include "tileops/base/op.h"
+#include "tileops/base/op_class.h"
 #include "tileops/core/cuda.h"
 #include "tileops/core/error.h"
 #include "tileops/core/storage_source.h"
 #include "tileops/core/tensor.h"
-#include "tileops/op/op.h"
-#include "tileops/op/op_class.h"
 
 namespace tileops::torch_ext {
 

@@ -7,9 +7,9 @@
 #include <limits>
 #include <string>
 
+#include "tileops/base/reference.h"
 #include "tileops/core/cuda.h"
 #include "tileops/core/tensor.h"
-#include "tileops/op/reference.h"
 
 namespace tileops::gpu_test {
 

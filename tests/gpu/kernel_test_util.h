@@ -1,5 +1,5 @@
 // Host helpers of the GPU tests of the CUDA kernels (test_norm_kernels.cpp, test_rope_kernels.cpp,
-// test_moe_kernels.cpp): the skip without a device, CUDA call checks, host element conversions,
+// test_moe_*_kernels.cpp): the skip without a device, CUDA call checks, host element conversions,
 // raw host tensors, a seeded generator, device buffers, tolerances and names of the dtypes.
 #pragma once
 

@@ -48,7 +48,7 @@ using namespace tileops::kernel_test;  // NOLINT: the shared kernel-test helpers
 
 // ---- one RMSNorm problem: inputs made once, run with any number of configurations ----
 
-struct RmsProblem {
+struct RMSProblem {
   DType dtype = DType::bfloat16;
   int64_t rows = 1;
   int64_t cols = 1;
@@ -80,8 +80,8 @@ struct StridedCase {
   int64_t rows, cols, xs, rs, ys, x_offset;
   bool in_place;
 
-  RmsProblem problem(DType dtype, bool fused, uint64_t seed) const {
-    RmsProblem p;
+  RMSProblem problem(DType dtype, bool fused, uint64_t seed) const {
+    RMSProblem p;
     p.dtype = dtype;
     p.rows = rows;
     p.cols = cols;
@@ -96,9 +96,9 @@ struct StridedCase {
   }
 };
 
-class RmsRunner {
+class RMSRunner {
  public:
-  explicit RmsRunner(RmsProblem p) : p_(std::move(p)) {
+  explicit RMSRunner(RMSProblem p) : p_(std::move(p)) {
     if (p_.x_stride == 0) p_.x_stride = p_.cols;
     if (p_.r_stride == 0) p_.r_stride = p_.cols;
     if (p_.y_stride == 0) p_.y_stride = p_.cols;
@@ -108,7 +108,7 @@ class RmsRunner {
     }
   }
 
-  const RmsProblem& problem() const { return p_; }
+  const RMSProblem& problem() const { return p_; }
 
   // Prepares inputs and device buffers (call once, under ASSERT_NO_FATAL_FAILURE).
   void prepare() {
@@ -284,7 +284,7 @@ class RmsRunner {
   }
 
  private:
-  RmsProblem p_;
+  RMSProblem p_;
   std::unique_ptr<HostTensor> x_, w_, r_;
   std::unique_ptr<DeviceBuffer> dx_, dw_, dr_, dy_;
   size_t y_elems_ = 0;
@@ -292,10 +292,10 @@ class RmsRunner {
   std::vector<uint32_t> ref_r_bits_;
 };
 
-inline void check_problem(const RmsProblem& p,
+inline void check_problem(const RMSProblem& p,
                           const std::vector<std::optional<RMSNormConfig> >& configs = {
                               std::nullopt}) {
-  RmsRunner runner(p);
+  RMSRunner runner(p);
   ASSERT_NO_FATAL_FAILURE(runner.prepare()) << p.describe();
   for (const auto& c : configs) ASSERT_NO_FATAL_FAILURE(runner.run_and_check(c)) << p.describe();
 }

@@ -23,7 +23,7 @@ std::vector<Tensor> reference(const char* op, const std::vector<Tensor>& in, con
   return (*find_reference(op))(in, p);
 }
 
-TEST(GpuMoeOps, RoutingMatchesTheCpuImplementation) {
+TEST(GpuMoEOps, RoutingMatchesTheCpuImplementation) {
   SKIP_WITHOUT_GPU();
   for (const std::string scoring : {"softmax", "sigmoid"}) {
     for (const auto& [tokens, experts, top_k] : std::vector<std::tuple<int, int, int>>{
@@ -45,7 +45,7 @@ TEST(GpuMoeOps, RoutingMatchesTheCpuImplementation) {
   }
 }
 
-TEST(GpuMoeOps, PermutesMatchTheCpuImplementationExactly) {
+TEST(GpuMoEOps, PermutesMatchTheCpuImplementationExactly) {
   SKIP_WITHOUT_GPU();
   for (const auto& [tokens, top_k, experts, mapped] : std::vector<std::tuple<int, int, int, bool>>{
            {1, 1, 4, false}, {33, 8, 256, false}, {512, 8, 32, true}, {0, 2, 4, false}}) {
@@ -75,7 +75,7 @@ TEST(GpuMoeOps, PermutesMatchTheCpuImplementationExactly) {
   }
 }
 
-TEST(GpuMoeOps, GroupedGemmMatchesTheReference) {
+TEST(GpuMoEOps, GroupedGemmMatchesTheReference) {
   SKIP_WITHOUT_GPU();
   const std::vector<std::vector<std::int32_t>> counts = {
       {0, 1, 130, 0, 64}, {257}, {3, 3, 3, 3, 3, 3, 3, 3}, {0, 0, 0}};
@@ -100,7 +100,7 @@ TEST(GpuMoeOps, GroupedGemmMatchesTheReference) {
   }
 }
 
-TEST(GpuMoeOps, FusedMoEMatchesTheReferenceAndTunes) {
+TEST(GpuMoEOps, FusedMoEMatchesTheReferenceAndTunes) {
   SKIP_WITHOUT_GPU();
   for (const std::int64_t tokens : {1, 16, 200}) {
     FusedMoEFwdOp op(

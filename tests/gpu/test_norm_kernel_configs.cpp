@@ -14,7 +14,7 @@ namespace {
 using namespace tileops::norm_test;  // NOLINT(google-build-using-namespace): the shared helpers
 
 // An empty problem launches nothing; a bad configuration or dtype raises SignatureError.
-TEST(RmsNormKernels, EmptyAndInvalid) {
+TEST(RMSNormKernels, EmptyAndInvalid) {
   SKIP_WITHOUT_GPU();
   DeviceBuffer buf(1 << 20);
   ASSERT_NE(buf.ptr, nullptr);
@@ -80,7 +80,7 @@ TEST(RmsNormKernels, EmptyAndInvalid) {
   refused({RMSNormHighOccupancyStreamingConfig{.threads = 256, .vectors_in_flight = 4}},
           "vectors_in_flight must be 1 or 2");
   // reread: rows of exactly threads x vecs_per_thread vectors (a: bf16 rows of 4096 = 512
-  // threads x 1 vector); at most 2 vectors a thread when fused (RmsNormKernels.Reread).
+  // threads x 1 vector); at most 2 vectors a thread when fused (RMSNormKernels.Reread).
   const RMSNormConfig reread{RMSNormRereadConfig{.threads = 512, .vecs_per_thread = 1}};
   EXPECT_EQ(reread.str(),
             "threads=512,rows_per_block=1,vec_bytes=16,vecs_per_thread=1,weight_in_registers=false,"
@@ -105,7 +105,7 @@ TEST(RmsNormKernels, EmptyAndInvalid) {
 // re-reads exactly where default_reread_config says and holds the row exactly, and is otherwise
 // staged exactly on sm_90 for at least as many rows as multiprocessors, rows of at least 16 KB
 // and 2 stages for each of two blocks or 3 for one; a staged member's stages fit.
-TEST(RmsNormKernels, ConfigFunctions) {
+TEST(RMSNormKernels, ConfigFunctions) {
   SKIP_WITHOUT_GPU();
   using tileops::cuda_kernels::RMSNormHighOccupancyStreamingConfig;
   using tileops::cuda_kernels::RMSNormRereadConfig;

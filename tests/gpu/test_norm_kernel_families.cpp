@@ -28,7 +28,7 @@ RMSNormConfig make_staged(int threads, int stages, int blocks_per_sm,
 // 128 and 512 threads on the persistent grid and a block per row: rows with scalar tails, rows
 // longer than a block's vectors, strided rows, y == x, a single row, and unaligned x (the scalar
 // path); their names.
-TEST(RmsNormKernels, StreamingUnroll) {
+TEST(RMSNormKernels, StreamingUnroll) {
   SKIP_WITHOUT_GPU();
   const StridedCase cases[] = {{2048, 4096, 0, 0, 0, 0, false},
                                {37, 16383, 0, 0, 0, 0, false},
@@ -65,7 +65,7 @@ TEST(RmsNormKernels, StreamingUnroll) {
 // rows of exactly threads x vecs_per_thread vectors, on a persistent grid of one block a
 // multiprocessor (blocks loop over rows) and with a block per row; contiguous and strided rows,
 // y == x, and an unaligned x (which takes the scalar path). Fused with 4 vectors is refused.
-TEST(RmsNormKernels, Reread) {
+TEST(RMSNormKernels, Reread) {
   SKIP_WITHOUT_GPU();
   uint64_t seed = 3100;
   for (const DType dtype : kDtypes)
@@ -76,8 +76,8 @@ TEST(RmsNormKernels, Reread) {
               int64_t{threads} * nv * (16 / static_cast<int64_t>(tileops::element_size(dtype)));
           RMSNormRereadConfig c{.threads = threads, .vecs_per_thread = nv};
           if (fused && nv == 4) {
-            RmsProblem p = StridedCase{4, cols, 0, 0, 0, 0, false}.problem(dtype, true, ++seed);
-            RmsRunner runner(p);
+            RMSProblem p = StridedCase{4, cols, 0, 0, 0, 0, false}.problem(dtype, true, ++seed);
+            RMSRunner runner(p);
             ASSERT_NO_FATAL_FAILURE(runner.prepare());
             expect_signature_error([&] { runner.launch(RMSNormConfig{c}); },
                                    "reread with a residual takes vecs_per_thread 1 or 2");
@@ -105,7 +105,7 @@ TEST(RmsNormKernels, Reread) {
 // occupancy's grid, more blocks than fit at once and the balanced grid; on the benchmark shape,
 // long rows, rows of a vector count that is no multiple of the threads, y == x, strided rows, a
 // single row and fewer rows than blocks.
-TEST(RmsNormKernels, StagedConfigs) {
+TEST(RMSNormKernels, StagedConfigs) {
   SKIP_WITHOUT_GPU();
   int device = 0;
   int major = 0;
@@ -139,7 +139,7 @@ TEST(RmsNormKernels, StagedConfigs) {
 // The staged kernel refuses (SignatureError, nothing written) what it cannot serve: unaligned
 // pointers or row strides, rows of no multiple of 16 bytes, rows too long for the weight and 2
 // stages, and parameters out of range.
-TEST(RmsNormKernels, StagedInvalid) {
+TEST(RMSNormKernels, StagedInvalid) {
   SKIP_WITHOUT_GPU();
   DeviceBuffer buf(8 << 20);
   ASSERT_NE(buf.ptr, nullptr);

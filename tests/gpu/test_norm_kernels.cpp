@@ -11,7 +11,7 @@ namespace {
 
 #if !TILEOPS_WITH_CUDA
 
-TEST(RmsNormKernels, RequiresCuda) {
+TEST(RMSNormKernels, RequiresCuda) {
   GTEST_SKIP() << "built without CUDA";
 }
 
@@ -21,7 +21,7 @@ using namespace tileops::norm_test;  // NOLINT(google-build-using-namespace): th
 
 // Every (cols, rows) of the lists up to 4M elements a tensor, each dtype, plain and fused, default
 // configuration.
-TEST(RmsNormKernels, ShapesDefaultConfig) {
+TEST(RMSNormKernels, ShapesDefaultConfig) {
   SKIP_WITHOUT_GPU();
   uint64_t seed = 100;
   for (const DType dtype : kDtypes)
@@ -29,7 +29,7 @@ TEST(RmsNormKernels, ShapesDefaultConfig) {
       for (const int64_t rows : kRows)
         for (const int64_t cols : kCols) {
           if (rows * cols > (int64_t{4} << 20)) continue;
-          RmsProblem p;
+          RMSProblem p;
           p.dtype = dtype;
           p.rows = rows;
           p.cols = cols;
@@ -40,7 +40,7 @@ TEST(RmsNormKernels, ShapesDefaultConfig) {
 }
 
 // The benchmark shapes and the long rows (register-resident up to the limit, streaming past it).
-TEST(RmsNormKernels, LargeShapes) {
+TEST(RMSNormKernels, LargeShapes) {
   SKIP_WITHOUT_GPU();
   struct Shape {
     DType dtype;
@@ -53,7 +53,7 @@ TEST(RmsNormKernels, LargeShapes) {
   uint64_t seed = 500;
   for (const Shape& s : shapes)
     for (const bool fused : {false, true}) {
-      RmsProblem p;
+      RMSProblem p;
       p.dtype = s.dtype;
       p.rows = s.rows;
       p.cols = s.cols;
@@ -65,7 +65,7 @@ TEST(RmsNormKernels, LargeShapes) {
 
 // Row strides larger than cols (vector path with a tail, or the scalar path when the stride is
 // not a multiple of 16 bytes), different for x, residual and y.
-TEST(RmsNormKernels, StridedRows) {
+TEST(RMSNormKernels, StridedRows) {
   SKIP_WITHOUT_GPU();
   struct Strided {
     int64_t rows, cols, xs, rs, ys;
@@ -78,7 +78,7 @@ TEST(RmsNormKernels, StridedRows) {
   for (const DType dtype : kDtypes)
     for (const bool fused : {false, true})
       for (const Strided& c : cases) {
-        RmsProblem p;
+        RMSProblem p;
         p.dtype = dtype;
         p.rows = c.rows;
         p.cols = c.cols;
@@ -92,14 +92,14 @@ TEST(RmsNormKernels, StridedRows) {
 }
 
 // Base pointers offset by one element (each alone, then all): the scalar path.
-TEST(RmsNormKernels, UnalignedPointers) {
+TEST(RMSNormKernels, UnalignedPointers) {
   SKIP_WITHOUT_GPU();
   uint64_t seed = 900;
   for (const DType dtype : kDtypes)
     for (const bool fused : {false, true})
       for (const int64_t cols : {int64_t{64}, int64_t{1000}, int64_t{4096}, int64_t{16384}})
         for (int which = 0; which < 5; ++which) {
-          RmsProblem p;
+          RMSProblem p;
           p.dtype = dtype;
           p.rows = 19;
           p.cols = cols;
@@ -114,7 +114,7 @@ TEST(RmsNormKernels, UnalignedPointers) {
 }
 
 // y == x: every element is read before it is written.
-TEST(RmsNormKernels, InPlace) {
+TEST(RMSNormKernels, InPlace) {
   SKIP_WITHOUT_GPU();
   uint64_t seed = 1100;
   for (const DType dtype : kDtypes)
@@ -122,7 +122,7 @@ TEST(RmsNormKernels, InPlace) {
       for (const int64_t cols : {int64_t{7}, int64_t{128}, int64_t{4096}, int64_t{16385},
                                  int64_t{32768}, int64_t{65536}})
         for (const int64_t offset : {int64_t{0}, int64_t{1}}) {
-          RmsProblem p;
+          RMSProblem p;
           p.dtype = dtype;
           p.rows = 37;
           p.cols = cols;
@@ -136,7 +136,7 @@ TEST(RmsNormKernels, InPlace) {
 
 // Every configuration of the tuning space, and each again with one block per multiprocessor (the
 // persistent loop then runs many rows per block) and with the scalar path.
-TEST(RmsNormKernels, EveryTuningConfig) {
+TEST(RMSNormKernels, EveryTuningConfig) {
   SKIP_WITHOUT_GPU();
   struct Shape {
     int64_t rows, cols;
@@ -163,7 +163,7 @@ TEST(RmsNormKernels, EveryTuningConfig) {
             .threads = 256,
             .rows_per_block = front_tpr < 32 ? 256 / front_tpr : 1,
             .vec_bytes = static_cast<int>(tileops::element_size(dtype))}});
-        RmsProblem p;
+        RMSProblem p;
         p.dtype = dtype;
         p.rows = s.rows;
         p.cols = s.cols;
@@ -176,7 +176,7 @@ TEST(RmsNormKernels, EveryTuningConfig) {
 // The variant configurations (grid, rows_in_flight, cluster_size, cache_hint)
 // of the spaces of the 4096- and 16384-column shapes, on rows with scalar tails, strided rows,
 // y == x, and unaligned x (the scalar fallback), each also with one block per multiprocessor.
-TEST(RmsNormKernels, VariantConfigsStridedInPlace) {
+TEST(RMSNormKernels, VariantConfigsStridedInPlace) {
   SKIP_WITHOUT_GPU();
   const StridedCase cases[] = {{41, 4099, 4104, 4112, 4200, 0, false},
                                {41, 4099, 4104, 4104, 0, 0, true},

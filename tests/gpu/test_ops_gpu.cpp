@@ -8,8 +8,8 @@
 #include <limits>
 
 #include "gpu/gpu_op_test_util.h"
+#include "tileops/base/reference.h"
 #include "tileops/core/cuda.h"
-#include "tileops/op/reference.h"
 #include "tileops/ops/norm.h"
 #include "tileops/ops/rope.h"
 

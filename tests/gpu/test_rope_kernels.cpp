@@ -31,7 +31,7 @@ namespace {
 
 #if !TILEOPS_WITH_CUDA
 
-TEST(LongRopeKernels, RequiresCuda) {
+TEST(LongRoPEKernels, RequiresCuda) {
   GTEST_SKIP() << "built without CUDA";
 }
 
@@ -41,14 +41,14 @@ using tileops::DType;
 using tileops::cuda_kernels::launch_long_rope;
 using tileops::cuda_kernels::long_rope_default_config;
 using tileops::cuda_kernels::long_rope_tuning_space;
-using tileops::cuda_kernels::LongRopeArgs;
-using tileops::cuda_kernels::LongRopeConfig;
+using tileops::cuda_kernels::LongRoPEArgs;
+using tileops::cuda_kernels::LongRoPEConfig;
 
 using namespace tileops::kernel_test;  // NOLINT: the shared kernel-test helpers
 
 // ---- one LongRoPE problem ----
 
-struct RopeProblem {
+struct RoPEProblem {
   DType dtype = DType::float16;
   int64_t batch = 1, seq = 1, heads = 1, half = 64;
   int pos_kind = 0;        // 0: none (position = s), 1: int32, 2: int64
@@ -74,9 +74,9 @@ struct RopeProblem {
   }
 };
 
-class RopeRunner {
+class RoPERunner {
  public:
-  explicit RopeRunner(RopeProblem p) : p_(p) {
+  explicit RoPERunner(RoPEProblem p) : p_(p) {
     if (p_.in_place) p_.y_offset = p_.x_offset;
   }
 
@@ -144,11 +144,11 @@ class RopeRunner {
     }
   }
 
-  void run_and_check(const std::optional<LongRopeConfig>& config) {
+  void run_and_check(const std::optional<LongRoPEConfig>& config) {
     const size_t es = tileops::element_size(p_.dtype);
     CUDA_OK(cudaMemcpy(dx_->ptr, x_->bytes.data(), x_->bytes.size(), cudaMemcpyHostToDevice));
     if (!p_.in_place) CUDA_OK(cudaMemset(dy_->ptr, 0xFF, dy_->bytes));  // NaN poison
-    LongRopeArgs a;
+    LongRoPEArgs a;
     a.x = dx_->at(static_cast<size_t>(p_.x_offset) * es);
     a.y = p_.in_place ? dx_->at(static_cast<size_t>(p_.x_offset) * es)
                       : dy_->at(static_cast<size_t>(p_.y_offset) * es);
@@ -161,7 +161,7 @@ class RopeRunner {
     a.half_dim = p_.half;
     a.attention_scaling = p_.scale;
     a.dtype = p_.dtype;
-    const LongRopeConfig cfg =
+    const LongRoPEConfig cfg =
         config ? *config
                : long_rope_default_config(p_.batch, p_.seq, p_.heads, p_.half, p_.dtype, 0);
     const std::string where = p_.describe() + " config {" + cfg.str() + "}";
@@ -209,7 +209,7 @@ class RopeRunner {
   }
 
  private:
-  RopeProblem p_;
+  RoPEProblem p_;
   std::unique_ptr<HostTensor> x_;
   std::vector<double> inv_freq_;
   std::vector<int64_t> positions_;
@@ -218,9 +218,9 @@ class RopeRunner {
   std::vector<float> ref_;  // double-precision reference, stored as float
 };
 
-void check_problem(const RopeProblem& p,
-                   const std::vector<std::optional<LongRopeConfig> >& configs = {std::nullopt}) {
-  RopeRunner runner(p);
+void check_problem(const RoPEProblem& p,
+                   const std::vector<std::optional<LongRoPEConfig> >& configs = {std::nullopt}) {
+  RoPERunner runner(p);
   ASSERT_NO_FATAL_FAILURE(runner.prepare()) << p.describe();
   for (const auto& c : configs) ASSERT_NO_FATAL_FAILURE(runner.run_and_check(c)) << p.describe();
 }
@@ -233,7 +233,7 @@ struct Bsh {
 
 // Both layouts ([S, D] is B = H = 1), odd S and H, D in {64, 96, 128}, every kind of positions,
 // out of place and in place, default configuration.
-TEST(LongRopeKernels, ShapesDefaultConfig) {
+TEST(LongRoPEKernels, ShapesDefaultConfig) {
   SKIP_WITHOUT_GPU();
   const Bsh shapes[] = {{1, 1, 1}, {1, 7, 1}, {1, 129, 1}, {2, 5, 3}, {1, 33, 8}, {3, 17, 32}};
   uint64_t seed = 10;
@@ -242,7 +242,7 @@ TEST(LongRopeKernels, ShapesDefaultConfig) {
       for (const Bsh& s : shapes)
         for (const int pos_kind : {0, 1, 2})
           for (const bool in_place : {false, true}) {
-            RopeProblem p;
+            RoPEProblem p;
             p.dtype = dtype;
             p.batch = s.batch;
             p.seq = s.seq;
@@ -256,13 +256,13 @@ TEST(LongRopeKernels, ShapesDefaultConfig) {
 }
 
 // Positions up to 131072 (angles of ~1e5 radians: the double-precision range reduction).
-TEST(LongRopeKernels, LargePositions) {
+TEST(LongRoPEKernels, LargePositions) {
   SKIP_WITHOUT_GPU();
   uint64_t seed = 300;
   for (const DType dtype : kDtypes)
     for (const int pos_kind : {1, 2})
       for (const int64_t max_pos : {int64_t{65535}, int64_t{131072}}) {
-        RopeProblem p;
+        RoPEProblem p;
         p.dtype = dtype;
         p.batch = 4;
         p.seq = 65;
@@ -274,7 +274,7 @@ TEST(LongRopeKernels, LargePositions) {
         ASSERT_NO_FATAL_FAILURE(check_problem(p));
       }
   // Without positions, s itself up to 131071.
-  RopeProblem p;
+  RoPEProblem p;
   p.dtype = DType::float32;
   p.batch = 1;
   p.seq = 131072;
@@ -286,14 +286,14 @@ TEST(LongRopeKernels, LargePositions) {
 
 // The scalar path: pointers offset by one element, and half dims that are not a multiple of the
 // vector width.
-TEST(LongRopeKernels, ScalarPath) {
+TEST(LongRoPEKernels, ScalarPath) {
   SKIP_WITHOUT_GPU();
   uint64_t seed = 400;
   for (const DType dtype : kDtypes) {
     for (const int which : {0, 1, 2}) {
       for (const bool in_place : {false, true}) {
         if (in_place && which == 1) continue;
-        RopeProblem p;
+        RoPEProblem p;
         p.dtype = dtype;
         p.batch = 2;
         p.seq = 9;
@@ -308,7 +308,7 @@ TEST(LongRopeKernels, ScalarPath) {
       }
     }
     for (const int64_t half : {int64_t{1}, int64_t{3}, int64_t{10}, int64_t{36}, int64_t{60}}) {
-      RopeProblem p;
+      RoPEProblem p;
       p.dtype = dtype;
       p.batch = 1;
       p.seq = 11;
@@ -322,9 +322,9 @@ TEST(LongRopeKernels, ScalarPath) {
 }
 
 // The benchmark shapes: prefill fp16 [1, 8192, 32, 128] and decode bf16 [32, 1, 32, 128].
-TEST(LongRopeKernels, BenchmarkShapes) {
+TEST(LongRoPEKernels, BenchmarkShapes) {
   SKIP_WITHOUT_GPU();
-  RopeProblem prefill;
+  RoPEProblem prefill;
   prefill.dtype = DType::float16;
   prefill.batch = 1;
   prefill.seq = 8192;
@@ -336,7 +336,7 @@ TEST(LongRopeKernels, BenchmarkShapes) {
   prefill.max_pos = 131072;
   prefill.in_place = true;
   ASSERT_NO_FATAL_FAILURE(check_problem(prefill));
-  RopeProblem decode;
+  RoPEProblem decode;
   decode.dtype = DType::bfloat16;
   decode.batch = 32;
   decode.seq = 1;
@@ -350,7 +350,7 @@ TEST(LongRopeKernels, BenchmarkShapes) {
 
 // Every configuration of the tuning space, each again with one block per multiprocessor (many
 // groups per block), plus the scalar path.
-TEST(LongRopeKernels, EveryTuningConfig) {
+TEST(LongRoPEKernels, EveryTuningConfig) {
   SKIP_WITHOUT_GPU();
   struct Shape {
     int64_t batch, seq, heads, half;
@@ -363,16 +363,16 @@ TEST(LongRopeKernels, EveryTuningConfig) {
       const auto space = long_rope_tuning_space(s.batch, s.seq, s.heads, s.half, dtype, 0);
       ASSERT_FALSE(space.empty());
       EXPECT_EQ(space.front(), long_rope_default_config(s.batch, s.seq, s.heads, s.half, dtype, 0));
-      std::vector<std::optional<LongRopeConfig> > configs;
-      for (LongRopeConfig c : space) {
+      std::vector<std::optional<LongRoPEConfig> > configs;
+      for (LongRoPEConfig c : space) {
         configs.emplace_back(c);
         c.blocks_per_sm = 1;
         configs.emplace_back(c);
       }
-      LongRopeConfig scalar = space.front();
+      LongRoPEConfig scalar = space.front();
       scalar.vec_bytes = static_cast<int>(tileops::element_size(dtype));
       configs.emplace_back(scalar);
-      RopeProblem p;
+      RoPEProblem p;
       p.dtype = dtype;
       p.batch = s.batch;
       p.seq = s.seq;
@@ -386,12 +386,12 @@ TEST(LongRopeKernels, EveryTuningConfig) {
 }
 
 // Empty tensors launch nothing; bad configurations and positions dtypes raise SignatureError.
-TEST(LongRopeKernels, EmptyAndInvalid) {
+TEST(LongRoPEKernels, EmptyAndInvalid) {
   SKIP_WITHOUT_GPU();
   DeviceBuffer buf(1 << 20);
   ASSERT_NE(buf.ptr, nullptr);
   CUDA_OK(cudaMemset(buf.ptr, 0xFF, buf.bytes));
-  LongRopeArgs a;
+  LongRoPEArgs a;
   a.x = buf.at(0);
   a.y = buf.at(0);
   a.inv_freq = buf.at<double>(1 << 19);
@@ -400,14 +400,14 @@ TEST(LongRopeKernels, EmptyAndInvalid) {
   a.heads = 2;
   a.half_dim = 32;
   a.dtype = DType::bfloat16;
-  const LongRopeConfig def = long_rope_default_config(1, 16, 2, 32, DType::bfloat16, 0);
+  const LongRoPEConfig def = long_rope_default_config(1, 16, 2, 32, DType::bfloat16, 0);
   EXPECT_NO_THROW(launch_long_rope(a, def, nullptr));
   a.batch = 1;
   a.heads = 0;
   EXPECT_NO_THROW(launch_long_rope(a, def, nullptr));
   CUDA_OK(cudaDeviceSynchronize());
   a.heads = 2;
-  LongRopeConfig bad = def;
+  LongRoPEConfig bad = def;
   bad.threads = 100;
   EXPECT_THROW(launch_long_rope(a, bad, nullptr), tileops::SignatureError);
   bad = def;

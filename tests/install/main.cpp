@@ -6,10 +6,10 @@
 #include <exception>
 #include <vector>
 
+#include <tileops/base/op.h>
+#include <tileops/base/op_class.h>
+#include <tileops/base/schema.h>
 #include <tileops/core/tensor.h>
-#include <tileops/op/op.h>
-#include <tileops/op/op_class.h>
-#include <tileops/op/schema.h>
 
 #if __has_include(<tileops/gen/norm.h>)
 #include <tileops/ops/norm.h>

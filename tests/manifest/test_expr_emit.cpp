@@ -11,9 +11,9 @@
 #include "emit_cases.h"
 #include "expr/emit_cpp.h"
 #include "manifest_test_util.h"
+#include "tileops/base/expr_runtime.h"
 #include "tileops/core/dtype.h"
 #include "tileops/core/error.h"
-#include "tileops/op/expr_runtime.h"
 
 namespace tileops {
 using Sizes = std::vector<std::int64_t>;

@@ -1,4 +1,4 @@
-// The runtime helpers of generated code (tileops/op/expr_runtime.h): Python semantics, the
+// The runtime helpers of generated code (tileops/base/expr_runtime.h): Python semantics, the
 // check helpers and their messages, and the templates over tensors, devices and values (here
 // with small stand-ins, so that the test needs no library).
 #include <cstdint>
@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "expr/eval.h"
-#include "tileops/op/expr_runtime.h"
+#include "tileops/base/expr_runtime.h"
 
 namespace {
 

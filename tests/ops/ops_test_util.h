@@ -6,8 +6,8 @@
 
 #include <string>
 
+#include "tileops/base/reference.h"
 #include "tileops/core/tensor.h"
-#include "tileops/op/reference.h"
 
 namespace tileops::testing_util {
 

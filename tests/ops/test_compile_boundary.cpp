@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tileops/op/schema.h"
+#include "tileops/base/schema.h"
 
 namespace tileops {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "ops/moe_test_inputs.h"
 #include "ops/ops_test_util.h"
-#include "tileops/op/op_class.h"
+#include "tileops/base/op_class.h"
 #include "tileops/ops/moe.h"
 
 namespace tileops {

@@ -13,9 +13,9 @@
 
 #include "ops/moe_test_inputs.h"
 #include "ops/ops_test_util.h"
-#include "tileops/op/op.h"
-#include "tileops/op/op_class.h"
-#include "tileops/op/reference.h"
+#include "tileops/base/op.h"
+#include "tileops/base/op_class.h"
+#include "tileops/base/reference.h"
 #include "tileops/ops/moe.h"
 #include "tileops/ops/norm.h"
 

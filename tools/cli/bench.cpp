@@ -32,11 +32,11 @@
 
 #include "bench.h"
 #include "cli.h"
+#include "tileops/base/op.h"
+#include "tileops/base/op_class.h"
+#include "tileops/base/reference.h"
 #include "tileops/core/cuda.h"
 #include "tileops/core/error.h"
-#include "tileops/op/op.h"
-#include "tileops/op/op_class.h"
-#include "tileops/op/reference.h"
 #include "tileops/perf/perf.h"
 #include "tileops/target/target.h"
 

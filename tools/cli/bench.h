@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "cli.h"
+#include "tileops/base/op.h"
 #include "tileops/core/tensor.h"
-#include "tileops/op/op.h"
 #include "tileops/perf/perf.h"
 
 namespace tileops::cli {

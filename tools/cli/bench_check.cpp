@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "bench.h"
-#include "tileops/op/reference.h"
+#include "tileops/base/reference.h"
 
 namespace tileops::cli {
 namespace {

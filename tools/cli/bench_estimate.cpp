@@ -10,8 +10,8 @@
 #include <cmath>
 
 #include "bench.h"
+#include "tileops/base/signature_call.h"
 #include "tileops/core/error.h"
-#include "tileops/op/signature_call.h"
 
 namespace tileops::cli {
 namespace {

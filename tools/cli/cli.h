@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/json_text.h"  // json_string, shared with the library
-#include "tileops/op/schema.h"
+#include "tileops/base/schema.h"
 
 #ifndef TILEOPS_VERSION_STRING
 #define TILEOPS_VERSION_STRING "0.1.0"

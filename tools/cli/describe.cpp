@@ -5,8 +5,8 @@
 #include <cstdio>
 
 #include "cli.h"
-#include "tileops/op/op_class.h"
-#include "tileops/op/reference.h"
+#include "tileops/base/op_class.h"
+#include "tileops/base/reference.h"
 #include "tileops/target/target.h"
 
 namespace tileops::cli {

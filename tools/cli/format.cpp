@@ -8,7 +8,7 @@
 #include <set>
 
 #include "cli.h"
-#include "tileops/op/op_class.h"
+#include "tileops/base/op_class.h"
 
 namespace tileops::cli {
 

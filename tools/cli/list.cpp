@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "cli.h"
-#include "tileops/op/op_class.h"
+#include "tileops/base/op_class.h"
 #include "tileops/target/target.h"
 
 namespace tileops::cli {

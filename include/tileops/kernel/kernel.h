@@ -80,7 +80,7 @@ struct EntryPlan {
   std::function<std::shared_ptr<Kernel>()> factory;
 };
 
-/// A kernel interface as an op declares it: `interface<RmsNormInterface>()`.
+/// A kernel interface as an op declares it: `interface<RMSNormInterface>()`.
 struct InterfaceInfo {
   std::string name;
   std::type_index type = typeid(void);

@@ -17,7 +17,7 @@ namespace tileops {
 // allocated by the op (or are the caller's contiguous `out`).
 
 /// Top-k routing of `tokens` rows of `experts` logits.
-struct MoeRoutingCall : CallSpec {
+struct MoERoutingCall : CallSpec {
   std::int64_t tokens = 0;
   std::int64_t experts = 0;
   std::int64_t top_k = 0;
@@ -25,25 +25,25 @@ struct MoeRoutingCall : CallSpec {
   bool sigmoid = false;  ///< scoring: sigmoid (true) or softmax (false)
   bool renormalize = false;
   bool has_bias = false;
-  friend bool operator==(const MoeRoutingCall&, const MoeRoutingCall&) = default;
+  friend bool operator==(const MoERoutingCall&, const MoERoutingCall&) = default;
   std::size_t hash() const;
   std::string str() const;
 };
 
 /// logits [tokens, experts]; bias [experts] float32 or nullptr; weights [tokens, top_k] float32;
 /// ids [tokens, top_k] int32.
-class MoeRoutingInterface {
+class MoERoutingInterface {
  public:
   static constexpr std::string_view name = "moe_routing";
-  using Request = MoeRoutingCall;
-  virtual ~MoeRoutingInterface() = default;
+  using Request = MoERoutingCall;
+  virtual ~MoERoutingInterface() = default;
   virtual void forward(const Tensor& logits, const Tensor* bias, const Tensor& weights,
                        const Tensor& ids, double routed_scaling_factor) = 0;
 };
 
 /// Pre-permute (tokens × top_k pairs grouped over num_experts local experts) and post-permute
 /// (`rows` expert rows combined back into tokens).
-struct MoePermuteCall : CallSpec {
+struct MoEPermuteCall : CallSpec {
   std::int64_t tokens = 0;
   std::int64_t hidden = 0;
   std::int64_t top_k = 0;
@@ -51,36 +51,36 @@ struct MoePermuteCall : CallSpec {
   std::int64_t rows = 0;         ///< post-permute only (0 for pre-permute)
   DType dtype = DType::bfloat16;
   bool has_map = false;
-  friend bool operator==(const MoePermuteCall&, const MoePermuteCall&) = default;
+  friend bool operator==(const MoEPermuteCall&, const MoEPermuteCall&) = default;
   std::size_t hash() const;
   std::string str() const;
 };
 
 /// x [tokens, hidden]; ids [tokens, top_k]; map [G] int32 or nullptr; permuted [tokens*top_k,
 /// hidden]; offsets [num_experts + 1]; inverse [tokens, top_k].
-class MoePrePermuteInterface {
+class MoEPrePermuteInterface {
  public:
   static constexpr std::string_view name = "moe_pre_permute";
-  using Request = MoePermuteCall;
-  virtual ~MoePrePermuteInterface() = default;
+  using Request = MoEPermuteCall;
+  virtual ~MoEPrePermuteInterface() = default;
   virtual void forward(const Tensor& x, const Tensor& ids, const Tensor* map,
                        const Tensor& permuted, const Tensor& offsets, const Tensor& inverse) = 0;
 };
 
 /// expert_out [rows, hidden]; weights [tokens, top_k] float32; inverse [tokens, top_k]; y
 /// [tokens, hidden].
-class MoePostPermuteInterface {
+class MoEPostPermuteInterface {
  public:
   static constexpr std::string_view name = "moe_post_permute";
-  using Request = MoePermuteCall;
-  virtual ~MoePostPermuteInterface() = default;
+  using Request = MoEPermuteCall;
+  virtual ~MoEPostPermuteInterface() = default;
   virtual void forward(const Tensor& expert_out, const Tensor& weights, const Tensor& inverse,
                        const Tensor& y, double scale) = 0;
 };
 
 /// The grouped GEMM's activation, fused in its epilogue.
-enum class MoeActivation { none, silu_and_mul, gelu_and_mul };
-MoeActivation moe_activation(std::string_view name);  ///< SignatureError for other names
+enum class MoEActivation { none, silu_and_mul, gelu_and_mul };
+MoEActivation moe_activation(std::string_view name);  ///< SignatureError for other names
 
 /// rows × n × k over `experts` groups of rows.
 struct GroupedGemmCall : CallSpec {
@@ -89,7 +89,7 @@ struct GroupedGemmCall : CallSpec {
   std::int64_t k = 0;
   std::int64_t experts = 0;
   DType dtype = DType::bfloat16;
-  MoeActivation activation = MoeActivation::none;
+  MoEActivation activation = MoEActivation::none;
   friend bool operator==(const GroupedGemmCall&, const GroupedGemmCall&) = default;
   std::size_t hash() const;
   std::string str() const;

@@ -15,12 +15,12 @@ namespace tileops {
 
 /// The call spec of the RMSNorm kernels: rows × cols with one weight of cols, plain or with the
 /// fused residual add.
-struct RmsNormCall : CallSpec {
+struct RMSNormCall : CallSpec {
   std::int64_t rows = 0;
   std::int64_t cols = 0;
   DType dtype = DType::float32;
   bool fused_add = false;
-  friend bool operator==(const RmsNormCall&, const RmsNormCall&) = default;
+  friend bool operator==(const RMSNormCall&, const RMSNormCall&) = default;
   std::size_t hash() const;
   std::string str() const;
 };
@@ -30,11 +30,11 @@ struct RmsNormCall : CallSpec {
 ///  - residual: nullptr for plain RMSNorm; else [rows, cols] like x, read and written in place
 ///    (residual <- T(x + residual), then normalized);
 ///  - weight: [cols], contiguous; y: [rows, cols], inner stride 1; y may be x (same memory).
-class RmsNormInterface {
+class RMSNormInterface {
  public:
   static constexpr std::string_view name = "rms_norm";
-  using Request = RmsNormCall;
-  virtual ~RmsNormInterface() = default;
+  using Request = RMSNormCall;
+  virtual ~RMSNormInterface() = default;
   virtual void forward(const Tensor& x, const Tensor* residual, const Tensor& weight,
                        const Tensor& y, double eps) = 0;
 };

@@ -14,12 +14,12 @@ namespace tileops {
 
 /// The call spec of the LongRoPE kernels. x is [batch, seq, heads, 2 * half_dim] (the 'sd'
 /// layout is batch = heads = 1).
-struct LongRopeCall : CallSpec {
+struct LongRoPECall : CallSpec {
   DType dtype = DType::float32;
   bool has_positions = false;
   DType positions_dtype = DType::int64;
   std::int64_t half_dim = 0;
-  friend bool operator==(const LongRopeCall&, const LongRopeCall&) = default;
+  friend bool operator==(const LongRoPECall&, const LongRoPECall&) = default;
   std::size_t hash() const;
   std::string str() const;
 };
@@ -27,11 +27,11 @@ struct LongRopeCall : CallSpec {
 /// The kernel interface of LongRoPE. Contract: x and y contiguous [batch, seq, heads, 2R] of
 /// `dtype` on `device` (y may be x: in place); positions nullptr or contiguous [batch, seq] of
 /// positions_dtype; inv_freq [R] float64 on `device`; attention_scaling multiplies cos and sin.
-class LongRopeInterface {
+class LongRoPEInterface {
  public:
   static constexpr std::string_view name = "long_rope";
-  using Request = LongRopeCall;
-  virtual ~LongRopeInterface() = default;
+  using Request = LongRoPECall;
+  virtual ~LongRoPEInterface() = default;
   virtual void forward(const Tensor& x, const Tensor* positions, const Tensor& inv_freq,
                        const Tensor& y, std::int64_t batch, std::int64_t seq, std::int64_t heads,
                        double attention_scaling) = 0;

@@ -14,10 +14,10 @@
 #include <string_view>
 #include <vector>
 
+#include "tileops/base/op.h"
+#include "tileops/base/schema.h"
 #include "tileops/gen/moe.h"
 #include "tileops/kernel/moe.h"
-#include "tileops/op/op.h"
-#include "tileops/op/schema.h"
 
 namespace tileops {
 

@@ -7,9 +7,9 @@
 #include <string_view>
 #include <vector>
 
+#include "tileops/base/op.h"
 #include "tileops/gen/norm.h"
 #include "tileops/kernel/norm.h"
-#include "tileops/op/op.h"
 
 namespace tileops {
 

@@ -9,9 +9,9 @@
 #include <string_view>
 #include <vector>
 
+#include "tileops/base/op.h"
 #include "tileops/gen/rope.h"
 #include "tileops/kernel/rope.h"
-#include "tileops/op/op.h"
 
 namespace tileops {
 

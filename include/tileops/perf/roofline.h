@@ -4,7 +4,7 @@
 
 #include <string_view>
 
-#include "tileops/op/schema.h"
+#include "tileops/base/schema.h"
 #include "tileops/perf/hardware.h"
 
 namespace tileops::perf {

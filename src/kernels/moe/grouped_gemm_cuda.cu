@@ -357,7 +357,7 @@ void launch_grouped_gemm(const GroupedGemmArgs& a, const GroupedGemmConfig& conf
     throw SignatureError("grouped_gemm (CUDA): negative size (M " + std::to_string(a.M) + ", N " +
                          std::to_string(a.N) + ", K " + std::to_string(a.K) + ", E " +
                          std::to_string(a.E) + ")");
-  const bool is_gated = a.activation != MoeActivation::none;
+  const bool is_gated = a.activation != MoEActivation::none;
   if (is_gated && a.N % 2 != 0)
     throw SignatureError("grouped_gemm (CUDA): a gated activation needs an even N, got " +
                          std::to_string(a.N));
@@ -401,8 +401,8 @@ void launch_grouped_gemm(const GroupedGemmArgs& a, const GroupedGemmConfig& conf
   p.K = a.K;
   p.n_out = n_out;
   p.E = static_cast<int>(a.E);
-  p.act = a.activation == MoeActivation::none           ? moe_detail::kActNone
-          : a.activation == MoeActivation::silu_and_mul ? moe_detail::kActSilu
+  p.act = a.activation == MoEActivation::none           ? moe_detail::kActNone
+          : a.activation == MoEActivation::silu_and_mul ? moe_detail::kActSilu
                                                         : moe_detail::kActGelu;
   const int64_t tile_cols = is_gated ? cfg.block_n / 2 : cfg.block_n;
   const int64_t n_tiles = (n_out + tile_cols - 1) / tile_cols;

@@ -16,13 +16,13 @@ std::size_t hash_of(const Device& device, const V&... values) {
   return seed;
 }
 
-std::string_view activation_name(MoeActivation a) {
+std::string_view activation_name(MoEActivation a) {
   switch (a) {
-    case MoeActivation::none:
+    case MoEActivation::none:
       return "none";
-    case MoeActivation::silu_and_mul:
+    case MoEActivation::silu_and_mul:
       return "silu_and_mul";
-    case MoeActivation::gelu_and_mul:
+    case MoEActivation::gelu_and_mul:
       return "gelu_and_mul";
   }
   return "?";
@@ -30,19 +30,20 @@ std::string_view activation_name(MoeActivation a) {
 
 }  // namespace
 
-MoeActivation moe_activation(std::string_view name) {
-  if (name == "none") return MoeActivation::none;
-  if (name == "silu_and_mul") return MoeActivation::silu_and_mul;
-  if (name == "gelu_and_mul") return MoeActivation::gelu_and_mul;
+MoEActivation moe_activation(std::string_view name) {
+  if (name == "none") return MoEActivation::none;
+  if (name == "silu_and_mul") return MoEActivation::silu_and_mul;
+  if (name == "gelu_and_mul") return MoEActivation::gelu_and_mul;
   throw SignatureError(fmt::format(
       "unknown MoE activation '{}' (expected none, silu_and_mul or gelu_and_mul)", name));
 }
 
-std::size_t MoeRoutingCall::hash() const {
+std::size_t MoERoutingCall::hash() const {
   return hash_of(device, tokens, experts, top_k, static_cast<int>(logits_dtype), sigmoid,
                  renormalize, has_bias);
 }
-std::string MoeRoutingCall::str() const {
+// The text is a tuning-database key: it keeps the spelling recorded before the type was renamed.
+std::string MoERoutingCall::str() const {
   return fmt::format(
       "MoeRoutingCall(tokens={}, experts={}, top_k={}, logits={}, scoring={}, renormalize={}, "
       "bias={}, device={})",
@@ -50,11 +51,12 @@ std::string MoeRoutingCall::str() const {
       renormalize, has_bias, device.str());
 }
 
-std::size_t MoePermuteCall::hash() const {
+std::size_t MoEPermuteCall::hash() const {
   return hash_of(device, tokens, hidden, top_k, num_experts, rows, static_cast<int>(dtype),
                  has_map);
 }
-std::string MoePermuteCall::str() const {
+// The text is a tuning-database key: it keeps the spelling recorded before the type was renamed.
+std::string MoEPermuteCall::str() const {
   return fmt::format(
       "MoePermuteCall(tokens={}, hidden={}, top_k={}, num_experts={}, rows={}, dtype={}, map={}, "
       "device={})",

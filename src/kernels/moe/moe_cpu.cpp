@@ -19,7 +19,7 @@ namespace {
 /// The logits dtype's storage types: float32, float16, bfloat16.
 template <class T>
 void routing_rows(const Tensor& logits, const float* bias, float* weights, std::int32_t* ids,
-                  const MoeRoutingCall& call, float scale) {
+                  const MoERoutingCall& call, float scale) {
   const std::int64_t experts = call.experts;
   const std::int64_t top_k = call.top_k;
   const T* lp = logits.data<T>();
@@ -66,7 +66,7 @@ void routing_rows(const Tensor& logits, const float* bias, float* weights, std::
 
 }  // namespace
 
-void MoeRoutingCpu::forward(const Tensor& logits, const Tensor* bias, const Tensor& weights,
+void MoERoutingCpu::forward(const Tensor& logits, const Tensor* bias, const Tensor& weights,
                             const Tensor& ids, double routed_scaling_factor) {
   const float* bp = bias != nullptr ? bias->data<float>() : nullptr;
   cpu::dispatch_float(call_.logits_dtype, "moe_routing_cpu", [&](auto tag) {
@@ -75,7 +75,7 @@ void MoeRoutingCpu::forward(const Tensor& logits, const Tensor* bias, const Tens
   });
 }
 
-void MoePrePermuteCpu::forward(const Tensor& x, const Tensor& ids, const Tensor* map,
+void MoEPrePermuteCpu::forward(const Tensor& x, const Tensor& ids, const Tensor* map,
                                const Tensor& permuted, const Tensor& offsets,
                                const Tensor& inverse) {
   const std::int64_t tokens = call_.tokens;
@@ -151,7 +151,7 @@ namespace {
 
 template <class T>
 void post_permute_rows(const Tensor& expert_out, const float* wp, const std::int32_t* ip,
-                       const Tensor& y, const MoePermuteCall& call, float scale) {
+                       const Tensor& y, const MoEPermuteCall& call, float scale) {
   const std::int64_t hidden = call.hidden;
   const std::int64_t top_k = call.top_k;
   const T* ep = expert_out.data<T>();
@@ -179,7 +179,7 @@ void post_permute_rows(const Tensor& expert_out, const float* wp, const std::int
 
 }  // namespace
 
-void MoePostPermuteCpu::forward(const Tensor& expert_out, const Tensor& weights,
+void MoEPostPermuteCpu::forward(const Tensor& expert_out, const Tensor& weights,
                                 const Tensor& inverse, const Tensor& y, double scale) {
   const std::int32_t* ip = inverse.data<std::int32_t>();
   const std::int64_t pairs = call_.tokens * call_.top_k;
@@ -272,8 +272,8 @@ void few_rows_gemm(const float* a, std::int64_t m, const T* b, std::int64_t n, s
 
 /// c rows = the activation of the accumulators acc[m, n], in T.
 template <class T>
-void finish_rows(const float* acc, std::int64_t m, std::int64_t n, MoeActivation activation, T* c) {
-  const bool gated = activation != MoeActivation::none;
+void finish_rows(const float* acc, std::int64_t m, std::int64_t n, MoEActivation activation, T* c) {
+  const bool gated = activation != MoEActivation::none;
   const std::int64_t n_out = gated ? n / 2 : n;
   cpu::parallel_for(m, m * n, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t r = begin; r < end; ++r) {
@@ -281,9 +281,9 @@ void finish_rows(const float* acc, std::int64_t m, std::int64_t n, MoeActivation
       T* cr = c + r * n_out;
       for (std::int64_t j = 0; j < n_out; ++j) {
         float v = ar[j];
-        if (activation == MoeActivation::silu_and_mul) {
+        if (activation == MoEActivation::silu_and_mul) {
           v = silu(ar[j]) * ar[j + n_out];
-        } else if (activation == MoeActivation::gelu_and_mul) {
+        } else if (activation == MoEActivation::gelu_and_mul) {
           v = gelu_tanh(ar[j]) * ar[j + n_out];
         }
         cr[j] = cpu::from_float<T>(v);
@@ -300,7 +300,7 @@ void grouped_gemm_rows(const Tensor& a, const std::int32_t* offsets, const Tenso
                        const Tensor& c, const GroupedGemmCall& call) {
   const std::int64_t n = call.n;
   const std::int64_t k = call.k;
-  const std::int64_t n_out = call.activation != MoeActivation::none ? n / 2 : n;
+  const std::int64_t n_out = call.activation != MoEActivation::none ? n / 2 : n;
   const T* ap = a.data<T>();
   const T* bp = b.data<T>();
   T* cp = c.data<T>();

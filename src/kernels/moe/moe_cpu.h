@@ -6,43 +6,43 @@
 
 namespace tileops {
 
-class MoeRoutingCpu final : public Kernel, public MoeRoutingInterface {
+class MoERoutingCpu final : public Kernel, public MoERoutingInterface {
  public:
-  using Interface = MoeRoutingInterface;
+  using Interface = MoERoutingInterface;
   static std::vector<Device::Type> devices() { return {Device::Type::cpu}; }
   static constexpr bool general = true;
-  explicit MoeRoutingCpu(const MoeRoutingCall& call) : call_(call) {}
+  explicit MoERoutingCpu(const MoERoutingCall& call) : call_(call) {}
   void forward(const Tensor& logits, const Tensor* bias, const Tensor& weights, const Tensor& ids,
                double routed_scaling_factor) override;
 
  private:
-  MoeRoutingCall call_;
+  MoERoutingCall call_;
 };
 
-class MoePrePermuteCpu final : public Kernel, public MoePrePermuteInterface {
+class MoEPrePermuteCpu final : public Kernel, public MoEPrePermuteInterface {
  public:
-  using Interface = MoePrePermuteInterface;
+  using Interface = MoEPrePermuteInterface;
   static std::vector<Device::Type> devices() { return {Device::Type::cpu}; }
   static constexpr bool general = true;
-  explicit MoePrePermuteCpu(const MoePermuteCall& call) : call_(call) {}
+  explicit MoEPrePermuteCpu(const MoEPermuteCall& call) : call_(call) {}
   void forward(const Tensor& x, const Tensor& ids, const Tensor* map, const Tensor& permuted,
                const Tensor& offsets, const Tensor& inverse) override;
 
  private:
-  MoePermuteCall call_;
+  MoEPermuteCall call_;
 };
 
-class MoePostPermuteCpu final : public Kernel, public MoePostPermuteInterface {
+class MoEPostPermuteCpu final : public Kernel, public MoEPostPermuteInterface {
  public:
-  using Interface = MoePostPermuteInterface;
+  using Interface = MoEPostPermuteInterface;
   static std::vector<Device::Type> devices() { return {Device::Type::cpu}; }
   static constexpr bool general = true;
-  explicit MoePostPermuteCpu(const MoePermuteCall& call) : call_(call) {}
+  explicit MoEPostPermuteCpu(const MoEPermuteCall& call) : call_(call) {}
   void forward(const Tensor& expert_out, const Tensor& weights, const Tensor& inverse,
                const Tensor& y, double scale) override;
 
  private:
-  MoePermuteCall call_;
+  MoEPermuteCall call_;
 };
 
 class GroupedGemmCpu final : public Kernel, public GroupedGemmInterface {

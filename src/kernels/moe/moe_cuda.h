@@ -20,8 +20,8 @@
 
 namespace tileops::cuda_kernels {
 
-enum class MoeActivation { none, silu_and_mul, gelu_and_mul };
-enum class MoeScoring { softmax, sigmoid };
+enum class MoEActivation { none, silu_and_mul, gelu_and_mul };
+enum class MoEScoring { softmax, sigmoid };
 
 // ---------------------------------------------------------------------------------------------
 // Grouped GEMM over expert-contiguous rows.
@@ -43,7 +43,7 @@ struct GroupedGemmArgs {
   const void* b = nullptr;                  ///< [E, N, K] contiguous (expert weight [N, K], "NT")
   void* c = nullptr;                        ///< [M, N_out] contiguous
   int64_t M = 0, N = 0, K = 0, E = 0;
-  MoeActivation activation = MoeActivation::none;
+  MoEActivation activation = MoEActivation::none;
   DType dtype = DType::bfloat16;  ///< bfloat16 or float16 (a, b and c)
 };
 
@@ -146,17 +146,17 @@ void launch_moe_post_permute(const PostPermuteArgs& args, void* stream);
 // that order; w_k = s_{e_k}; renormalize: w_k = w_k / sum of the selected w (summed in k order);
 // then w_k = w_k * routed_scaling_factor. One warp per token; 1 <= top_k <= E; E is limited by
 // shared memory (about 29000).
-struct TopkRoutingArgs {
+struct TopKRoutingArgs {
   const void* logits = nullptr;            ///< [T, E] contiguous
   const float* correction_bias = nullptr;  ///< optional [E]
   float* topk_weights = nullptr;           ///< [T, K]
   int32_t* topk_ids = nullptr;             ///< [T, K]
   int64_t tokens = 0, num_experts = 0, top_k = 0;
-  MoeScoring scoring = MoeScoring::softmax;
+  MoEScoring scoring = MoEScoring::softmax;
   bool renormalize = false;
   float routed_scaling_factor = 1.0f;
   DType logits_dtype = DType::float32;  ///< float32, float16 or bfloat16
 };
-void launch_moe_topk_routing(const TopkRoutingArgs& args, void* stream);
+void launch_moe_topk_routing(const TopKRoutingArgs& args, void* stream);
 
 }  // namespace tileops::cuda_kernels

@@ -10,9 +10,9 @@ namespace tileops {
 
 namespace ck = cuda_kernels;
 
-void MoeRoutingCuda::forward(const Tensor& logits, const Tensor* bias, const Tensor& weights,
+void MoERoutingCuda::forward(const Tensor& logits, const Tensor* bias, const Tensor& weights,
                              const Tensor& ids, double routed_scaling_factor) {
-  ck::TopkRoutingArgs args;
+  ck::TopKRoutingArgs args;
   args.logits = logits.data_ptr();
   args.correction_bias = bias != nullptr ? bias->data<float>() : nullptr;
   args.topk_weights = weights.data<float>();
@@ -20,14 +20,14 @@ void MoeRoutingCuda::forward(const Tensor& logits, const Tensor* bias, const Ten
   args.tokens = call_.tokens;
   args.num_experts = call_.experts;
   args.top_k = call_.top_k;
-  args.scoring = call_.sigmoid ? ck::MoeScoring::sigmoid : ck::MoeScoring::softmax;
+  args.scoring = call_.sigmoid ? ck::MoEScoring::sigmoid : ck::MoEScoring::softmax;
   args.renormalize = call_.renormalize;
   args.routed_scaling_factor = static_cast<float>(routed_scaling_factor);
   args.logits_dtype = call_.logits_dtype;
   ck::launch_moe_topk_routing(args, cuda_current_stream(call_.device.index));
 }
 
-void MoePrePermuteCuda::forward(const Tensor& x, const Tensor& ids, const Tensor* map,
+void MoEPrePermuteCuda::forward(const Tensor& x, const Tensor& ids, const Tensor* map,
                                 const Tensor& permuted, const Tensor& offsets,
                                 const Tensor& inverse) {
   ck::PrePermuteArgs args;
@@ -47,7 +47,7 @@ void MoePrePermuteCuda::forward(const Tensor& x, const Tensor& ids, const Tensor
   ck::launch_moe_pre_permute(args, cuda_current_stream(call_.device.index));
 }
 
-void MoePostPermuteCuda::forward(const Tensor& expert_out, const Tensor& weights,
+void MoEPostPermuteCuda::forward(const Tensor& expert_out, const Tensor& weights,
                                  const Tensor& inverse, const Tensor& y, double scale) {
   ck::PostPermuteArgs args;
   args.expert_out = expert_out.data_ptr();
@@ -65,16 +65,16 @@ void MoePostPermuteCuda::forward(const Tensor& expert_out, const Tensor& weights
 
 namespace {
 
-ck::MoeActivation kernel_activation(MoeActivation a) {
+ck::MoEActivation kernel_activation(MoEActivation a) {
   switch (a) {
-    case MoeActivation::silu_and_mul:
-      return ck::MoeActivation::silu_and_mul;
-    case MoeActivation::gelu_and_mul:
-      return ck::MoeActivation::gelu_and_mul;
-    case MoeActivation::none:
+    case MoEActivation::silu_and_mul:
+      return ck::MoEActivation::silu_and_mul;
+    case MoEActivation::gelu_and_mul:
+      return ck::MoEActivation::gelu_and_mul;
+    case MoEActivation::none:
       break;
   }
-  return ck::MoeActivation::none;
+  return ck::MoEActivation::none;
 }
 
 }  // namespace

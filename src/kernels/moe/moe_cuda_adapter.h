@@ -14,43 +14,43 @@
 
 namespace tileops {
 
-class MoeRoutingCuda final : public Kernel, public MoeRoutingInterface {
+class MoERoutingCuda final : public Kernel, public MoERoutingInterface {
  public:
-  using Interface = MoeRoutingInterface;
+  using Interface = MoERoutingInterface;
   static std::vector<Device::Type> devices() { return {Device::Type::cuda}; }
   static std::optional<std::vector<int>> supported_archs() { return std::vector<int>{90}; }
-  explicit MoeRoutingCuda(const MoeRoutingCall& call) : call_(call) {}
+  explicit MoERoutingCuda(const MoERoutingCall& call) : call_(call) {}
   void forward(const Tensor& logits, const Tensor* bias, const Tensor& weights, const Tensor& ids,
                double routed_scaling_factor) override;
 
  private:
-  MoeRoutingCall call_;
+  MoERoutingCall call_;
 };
 
-class MoePrePermuteCuda final : public Kernel, public MoePrePermuteInterface {
+class MoEPrePermuteCuda final : public Kernel, public MoEPrePermuteInterface {
  public:
-  using Interface = MoePrePermuteInterface;
+  using Interface = MoEPrePermuteInterface;
   static std::vector<Device::Type> devices() { return {Device::Type::cuda}; }
   static std::optional<std::vector<int>> supported_archs() { return std::vector<int>{90}; }
-  explicit MoePrePermuteCuda(const MoePermuteCall& call) : call_(call) {}
+  explicit MoEPrePermuteCuda(const MoEPermuteCall& call) : call_(call) {}
   void forward(const Tensor& x, const Tensor& ids, const Tensor* map, const Tensor& permuted,
                const Tensor& offsets, const Tensor& inverse) override;
 
  private:
-  MoePermuteCall call_;
+  MoEPermuteCall call_;
 };
 
-class MoePostPermuteCuda final : public Kernel, public MoePostPermuteInterface {
+class MoEPostPermuteCuda final : public Kernel, public MoEPostPermuteInterface {
  public:
-  using Interface = MoePostPermuteInterface;
+  using Interface = MoEPostPermuteInterface;
   static std::vector<Device::Type> devices() { return {Device::Type::cuda}; }
   static std::optional<std::vector<int>> supported_archs() { return std::vector<int>{90}; }
-  explicit MoePostPermuteCuda(const MoePermuteCall& call) : call_(call) {}
+  explicit MoEPostPermuteCuda(const MoEPermuteCall& call) : call_(call) {}
   void forward(const Tensor& expert_out, const Tensor& weights, const Tensor& inverse,
                const Tensor& y, double scale) override;
 
  private:
-  MoePermuteCall call_;
+  MoEPermuteCall call_;
 };
 
 class GroupedGemmCuda final : public Kernel, public GroupedGemmInterface {

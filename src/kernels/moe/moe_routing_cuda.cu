@@ -144,7 +144,7 @@ void launch_typed(const RouteParams& p, int64_t smem, cudaStream_t stream) {
 
 }  // namespace
 
-void launch_moe_topk_routing(const TopkRoutingArgs& a, void* stream) {
+void launch_moe_topk_routing(const TopKRoutingArgs& a, void* stream) {
   const DType dt = a.logits_dtype;
   if (dt != DType::float32 && dt != DType::float16 && dt != DType::bfloat16)
     throw SignatureError(
@@ -195,7 +195,7 @@ void launch_moe_topk_routing(const TopkRoutingArgs& a, void* stream) {
   p.E = static_cast<int>(a.num_experts);
   p.K = static_cast<int>(a.top_k);
   p.warps = warps;
-  p.softmax = a.scoring == MoeScoring::softmax;
+  p.softmax = a.scoring == MoEScoring::softmax;
   p.renormalize = a.renormalize;
   p.scaling = a.routed_scaling_factor;
   const int64_t smem = per_warp * warps;

@@ -5,7 +5,7 @@
 
 namespace tileops {
 
-std::size_t RmsNormCall::hash() const {
+std::size_t RMSNormCall::hash() const {
   std::size_t seed = std::hash<Device>{}(device);
   hash_combine(seed, std::hash<std::int64_t>{}(rows));
   hash_combine(seed, std::hash<std::int64_t>{}(cols));
@@ -14,7 +14,8 @@ std::size_t RmsNormCall::hash() const {
   return seed;
 }
 
-std::string RmsNormCall::str() const {
+// The text is a tuning-database key: it keeps the spelling recorded before the type was renamed.
+std::string RMSNormCall::str() const {
   return fmt::format("RmsNormCall(rows={}, cols={}, dtype={}, fused_add={}, device={})", rows, cols,
                      dtype_name(dtype), fused_add, device.str());
 }

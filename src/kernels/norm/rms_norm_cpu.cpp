@@ -85,7 +85,7 @@ void rms_norm_rows(const Tensor& x, const Tensor* residual, const Tensor& weight
 
 }  // namespace
 
-void RmsNormCpu::forward(const Tensor& x, const Tensor* residual, const Tensor& weight,
+void RMSNormCpu::forward(const Tensor& x, const Tensor* residual, const Tensor& weight,
                          const Tensor& y, double eps) {
   cpu::dispatch_float(call_.dtype, "rms_norm_cpu", [&](auto tag) {
     rms_norm_rows<decltype(tag)>(x, residual, weight, y, static_cast<float>(eps));

@@ -5,17 +5,17 @@
 
 namespace tileops {
 
-class RmsNormCpu final : public Kernel, public RmsNormInterface {
+class RMSNormCpu final : public Kernel, public RMSNormInterface {
  public:
-  using Interface = RmsNormInterface;
+  using Interface = RMSNormInterface;
   static std::vector<Device::Type> devices() { return {Device::Type::cpu}; }
   static constexpr bool general = true;
-  explicit RmsNormCpu(const RmsNormCall& call) : call_(call) {}
+  explicit RMSNormCpu(const RMSNormCall& call) : call_(call) {}
   void forward(const Tensor& x, const Tensor* residual, const Tensor& weight, const Tensor& y,
                double eps) override;
 
  private:
-  RmsNormCall call_;
+  RMSNormCall call_;
 };
 
 }  // namespace tileops

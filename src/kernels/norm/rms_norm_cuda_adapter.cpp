@@ -9,7 +9,7 @@
 
 namespace tileops {
 
-std::optional<std::string> RmsNormCuda::refusal(const RmsNormCall& call) {
+std::optional<std::string> RMSNormCuda::refusal(const RMSNormCall& call) {
   if (call.dtype != DType::float32 && call.dtype != DType::float16 &&
       call.dtype != DType::bfloat16) {
     return "dtype " + std::string(dtype_name(call.dtype)) + " is not float32, float16 or bfloat16";
@@ -17,26 +17,26 @@ std::optional<std::string> RmsNormCuda::refusal(const RmsNormCall& call) {
   return std::nullopt;
 }
 
-RmsNormCuda::RmsNormCuda(const RmsNormCall& call)
+RMSNormCuda::RMSNormCuda(const RMSNormCall& call)
     : call_(call),
       fallback_(cuda_kernels::rms_norm_fallback_config(call.rows, call.cols, call.dtype,
                                                        call.fused_add, call.device.index)) {
   configs_.preset(0, default_config());
 }
 
-cuda_kernels::RMSNormConfig RmsNormCuda::default_config() const {
+cuda_kernels::RMSNormConfig RMSNormCuda::default_config() const {
   return cuda_kernels::rms_norm_default_config(call_.rows, call_.cols, call_.dtype, call_.fused_add,
                                                call_.device.index);
 }
 
-std::string RmsNormCuda::config() const {
+std::string RMSNormCuda::config() const {
   std::string out = configs_.describe();
   std::lock_guard lock(mutex_);
   if (last_call_fallback_) out += "; the last call ran " + fallback_.str() + ": " + last_refusal_;
   return out;
 }
 
-std::vector<std::string> RmsNormCuda::tuning_space() const {
+std::vector<std::string> RMSNormCuda::tuning_space() const {
   std::vector<std::string> out;
   for (const auto& c : cuda_kernels::rms_norm_tuning_space(call_.rows, call_.cols, call_.dtype,
                                                            call_.fused_add, call_.device.index)) {
@@ -45,7 +45,7 @@ std::vector<std::string> RmsNormCuda::tuning_space() const {
   return out;
 }
 
-cuda_kernels::RMSNormConfig RmsNormCuda::tune(const cuda_kernels::RMSNormArgs& args,
+cuda_kernels::RMSNormConfig RMSNormCuda::tune(const cuda_kernels::RMSNormArgs& args,
                                               void* stream) const {
   // The candidates that serve these arguments: the staged ones only on 16-byte aligned pointers
   // and row strides (the database key says which set was timed).
@@ -72,7 +72,7 @@ cuda_kernels::RMSNormConfig RmsNormCuda::tune(const cuda_kernels::RMSNormArgs& a
                     [&](const auto& c) { cuda_kernels::launch_rms_norm(trial, c, stream); });
 }
 
-void RmsNormCuda::forward(const Tensor& x, const Tensor* residual, const Tensor& weight,
+void RMSNormCuda::forward(const Tensor& x, const Tensor* residual, const Tensor& weight,
                           const Tensor& y, double eps) {
   cuda_kernels::RMSNormArgs args;
   args.x = x.data_ptr();

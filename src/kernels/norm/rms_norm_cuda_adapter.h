@@ -14,13 +14,13 @@
 
 namespace tileops {
 
-class RmsNormCuda final : public Kernel, public RmsNormInterface {
+class RMSNormCuda final : public Kernel, public RMSNormInterface {
  public:
-  using Interface = RmsNormInterface;
+  using Interface = RMSNormInterface;
   static std::vector<Device::Type> devices() { return {Device::Type::cuda}; }
   static std::optional<std::vector<int>> supported_archs() { return std::vector<int>{90}; }
-  static std::optional<std::string> refusal(const RmsNormCall& call);
-  explicit RmsNormCuda(const RmsNormCall& call);
+  static std::optional<std::string> refusal(const RMSNormCall& call);
+  explicit RMSNormCuda(const RMSNormCall& call);
 
   void forward(const Tensor& x, const Tensor* residual, const Tensor& weight, const Tensor& y,
                double eps) override;
@@ -31,7 +31,7 @@ class RmsNormCuda final : public Kernel, public RmsNormInterface {
   cuda_kernels::RMSNormConfig default_config() const;
   cuda_kernels::RMSNormConfig tune(const cuda_kernels::RMSNormArgs& args, void* stream) const;
 
-  RmsNormCall call_;
+  RMSNormCall call_;
   // One key: an entry serves one call spec (rows, cols, dtype, fused).
   TunedConfigs<int, cuda_kernels::RMSNormConfig> configs_;
   const cuda_kernels::RMSNormConfig fallback_;  ///< for arguments a staged config cannot serve

@@ -5,7 +5,7 @@
 
 namespace tileops {
 
-std::size_t LongRopeCall::hash() const {
+std::size_t LongRoPECall::hash() const {
   std::size_t seed = std::hash<Device>{}(device);
   hash_combine(seed, static_cast<std::size_t>(dtype));
   hash_combine(seed, has_positions ? 1 : 0);
@@ -14,7 +14,8 @@ std::size_t LongRopeCall::hash() const {
   return seed;
 }
 
-std::string LongRopeCall::str() const {
+// The text is a tuning-database key: it keeps the spelling recorded before the type was renamed.
+std::string LongRoPECall::str() const {
   return fmt::format("LongRopeCall(dtype={}, positions={}, half_dim={}, device={})",
                      dtype_name(dtype), has_positions ? dtype_name(positions_dtype) : "none",
                      half_dim, device.str());

@@ -58,7 +58,7 @@ void long_rope_rows(const Tensor& x, const Tensor* positions, const Tensor& inv_
 
 }  // namespace
 
-void LongRopeCpu::forward(const Tensor& x, const Tensor* positions, const Tensor& inv_freq,
+void LongRoPECpu::forward(const Tensor& x, const Tensor* positions, const Tensor& inv_freq,
                           const Tensor& y, std::int64_t batch, std::int64_t seq, std::int64_t heads,
                           double attention_scaling) {
   cpu::dispatch_float(call_.dtype, "long_rope_cpu", [&](auto tag) {

@@ -5,18 +5,18 @@
 
 namespace tileops {
 
-class LongRopeCpu final : public Kernel, public LongRopeInterface {
+class LongRoPECpu final : public Kernel, public LongRoPEInterface {
  public:
-  using Interface = LongRopeInterface;
+  using Interface = LongRoPEInterface;
   static std::vector<Device::Type> devices() { return {Device::Type::cpu}; }
   static constexpr bool general = true;
-  explicit LongRopeCpu(const LongRopeCall& call) : call_(call) {}
+  explicit LongRoPECpu(const LongRoPECall& call) : call_(call) {}
   void forward(const Tensor& x, const Tensor* positions, const Tensor& inv_freq, const Tensor& y,
                std::int64_t batch, std::int64_t seq, std::int64_t heads,
                double attention_scaling) override;
 
  private:
-  LongRopeCall call_;
+  LongRoPECall call_;
 };
 
 /// The rotation angle of position p for frequency f, reduced to [-pi, pi] in double precision.

@@ -55,7 +55,7 @@ constexpr double kTwoPi = 6.283185307179586476925286766559;
 constexpr double kInvTwoPi = 0.15915494309189533576888376337251;
 constexpr int kMaxSharedBytes = 48 * 1024;
 
-struct RopeParams {
+struct RoPEParams {
   const void* x;
   void* y;
   const void* positions;
@@ -78,7 +78,7 @@ constexpr int rope_max_threads(int k) {
 }
 
 template <typename T, int VEC, int K>
-__global__ void __launch_bounds__(rope_max_threads(K)) long_rope_kernel(const RopeParams p) {
+__global__ void __launch_bounds__(rope_max_threads(K)) long_rope_kernel(const RoPEParams p) {
   using V = Raw<T, VEC>;
   extern __shared__ float4 smem_raw[];
   float2* const table = reinterpret_cast<float2*>(smem_raw);  // [2][tokens_per_block * half]
@@ -190,7 +190,7 @@ __global__ void __launch_bounds__(rope_max_threads(K)) long_rope_kernel(const Ro
 // ---------------------------------------------------------------------------------------------
 // Host side.
 
-using KernelFn = void (*)(RopeParams);
+using KernelFn = void (*)(RoPEParams);
 
 template <typename T, int VEC>
 KernelFn pick_kernel(int k) {
@@ -278,7 +278,7 @@ int64_t table_bytes(int64_t tokens_per_block, int64_t half_dim) {
   return 2 * tokens_per_block * half_dim * static_cast<int64_t>(sizeof(float2));
 }
 
-std::string check_config(const LongRopeConfig& c, int64_t heads, int64_t half_dim, DType dtype) {
+std::string check_config(const LongRoPEConfig& c, int64_t heads, int64_t half_dim, DType dtype) {
   const int es = static_cast<int>(element_size(dtype));
   if (c.threads < 32 || c.threads > 1024 || c.threads % 32 != 0)
     return "threads must be a multiple of 32 in [32, 1024]";
@@ -296,8 +296,8 @@ std::string check_config(const LongRopeConfig& c, int64_t heads, int64_t half_di
   return {};
 }
 
-LongRopeConfig make_config(int threads, int tokens_per_block, int k) {
-  LongRopeConfig c;
+LongRoPEConfig make_config(int threads, int tokens_per_block, int k) {
+  LongRoPEConfig c;
   c.threads = threads;
   c.tokens_per_block = tokens_per_block;
   c.vec_bytes = 16;
@@ -322,7 +322,7 @@ bool aligned_to(const void* p, int64_t align) {
 
 }  // namespace
 
-std::string LongRopeConfig::str() const {
+std::string LongRoPEConfig::str() const {
   return "threads=" + std::to_string(threads) +
          ",tokens_per_block=" + std::to_string(tokens_per_block) +
          ",vec_bytes=" + std::to_string(vec_bytes) +
@@ -330,7 +330,7 @@ std::string LongRopeConfig::str() const {
          ",blocks_per_sm=" + std::to_string(blocks_per_sm);
 }
 
-LongRopeConfig long_rope_default_config(int64_t batch, int64_t seq, int64_t heads, int64_t half_dim,
+LongRoPEConfig long_rope_default_config(int64_t batch, int64_t seq, int64_t heads, int64_t half_dim,
                                         DType dtype, int device) {
   check_dtype(dtype);
   const int64_t tokens = std::max<int64_t>(batch * seq, 1);
@@ -349,10 +349,10 @@ LongRopeConfig long_rope_default_config(int64_t batch, int64_t seq, int64_t head
   return make_config(threads, fit_tokens(threads, 1, ipt, half_dim, tpb), 1);
 }
 
-std::vector<LongRopeConfig> long_rope_tuning_space(int64_t batch, int64_t seq, int64_t heads,
+std::vector<LongRoPEConfig> long_rope_tuning_space(int64_t batch, int64_t seq, int64_t heads,
                                                    int64_t half_dim, DType dtype, int device) {
-  std::vector<LongRopeConfig> out;
-  const auto add = [&](const LongRopeConfig& c) {
+  std::vector<LongRoPEConfig> out;
+  const auto add = [&](const LongRoPEConfig& c) {
     if (check_config(c, heads, half_dim, dtype).empty() &&
         std::find(out.begin(), out.end(), c) == out.end())
       out.push_back(c);
@@ -371,7 +371,7 @@ std::vector<LongRopeConfig> long_rope_tuning_space(int64_t batch, int64_t seq, i
   return out;
 }
 
-void launch_long_rope(const LongRopeArgs& a, const LongRopeConfig& config, void* stream) {
+void launch_long_rope(const LongRoPEArgs& a, const LongRoPEConfig& config, void* stream) {
   check_dtype(a.dtype);
   if (a.batch < 0 || a.seq < 0 || a.heads < 0 || a.half_dim < 0)
     throw SignatureError("long_rope (CUDA): negative shape");
@@ -406,7 +406,7 @@ void launch_long_rope(const LongRopeArgs& a, const LongRopeConfig& config, void*
   const KernelFn fn = pick_kernel(a.dtype, vector_path, config.items_per_thread);
   if (fn == nullptr) throw SignatureError("long_rope (CUDA): no kernel for {" + config.str() + "}");
 
-  RopeParams p;
+  RoPEParams p;
   p.x = a.x;
   p.y = a.y;
   p.positions = a.positions;

@@ -20,7 +20,7 @@ namespace tileops::cuda_kernels {
 
 /// How one launch of the LongRoPE kernel is shaped. Checked by launch_long_rope; a configuration
 /// that cannot serve a shape raises SignatureError.
-struct LongRopeConfig {
+struct LongRoPEConfig {
   /// Threads per block: a multiple of 32, at most 1024.
   int threads = 0;
   /// Tokens a block handles per step: their cos/sin (tokens_per_block x half_dim) are computed
@@ -37,10 +37,10 @@ struct LongRopeConfig {
   int blocks_per_sm = 0;
 
   std::string str() const;
-  friend bool operator==(const LongRopeConfig&, const LongRopeConfig&) = default;
+  friend bool operator==(const LongRoPEConfig&, const LongRoPEConfig&) = default;
 };
 
-struct LongRopeArgs {
+struct LongRoPEArgs {
   const void* x = nullptr;
   void* y = nullptr;                     ///< may equal x
   const void* positions = nullptr;       ///< nullptr: position = s
@@ -55,16 +55,16 @@ struct LongRopeArgs {
 };
 
 /// A good default for the shape on `device` (its multiprocessor count is read once and cached).
-LongRopeConfig long_rope_default_config(int64_t batch, int64_t seq, int64_t heads, int64_t half_dim,
+LongRoPEConfig long_rope_default_config(int64_t batch, int64_t seq, int64_t heads, int64_t half_dim,
                                         DType dtype, int device);
 
 /// Candidates for tuning; each one serves the shape correctly. The default is first.
-std::vector<LongRopeConfig> long_rope_tuning_space(int64_t batch, int64_t seq, int64_t heads,
+std::vector<LongRoPEConfig> long_rope_tuning_space(int64_t batch, int64_t seq, int64_t heads,
                                                    int64_t half_dim, DType dtype, int device);
 
 /// Launches one kernel on `stream` (a cudaStream_t; nullptr: the legacy default stream) on the
 /// current device. An empty tensor launches nothing. Raises SignatureError for arguments or a
 /// configuration the kernel cannot take, UsageError when the CUDA runtime reports an error.
-void launch_long_rope(const LongRopeArgs& args, const LongRopeConfig& config, void* stream);
+void launch_long_rope(const LongRoPEArgs& args, const LongRoPEConfig& config, void* stream);
 
 }  // namespace tileops::cuda_kernels

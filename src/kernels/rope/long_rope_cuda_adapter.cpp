@@ -8,7 +8,7 @@
 
 namespace tileops {
 
-std::optional<std::string> LongRopeCuda::refusal(const LongRopeCall& call) {
+std::optional<std::string> LongRoPECuda::refusal(const LongRoPECall& call) {
   if (call.dtype != DType::float32 && call.dtype != DType::float16 &&
       call.dtype != DType::bfloat16) {
     return "dtype " + std::string(dtype_name(call.dtype)) + " is not float32, float16 or bfloat16";
@@ -16,11 +16,11 @@ std::optional<std::string> LongRopeCuda::refusal(const LongRopeCall& call) {
   return std::nullopt;
 }
 
-std::string LongRopeCuda::config() const {
+std::string LongRoPECuda::config() const {
   return configs_.describe();
 }
 
-std::vector<std::string> LongRopeCuda::tuning_space() const {
+std::vector<std::string> LongRoPECuda::tuning_space() const {
   const auto [batch, seq, heads] = configs_.last_key().value_or(Shape{0, 0, 0});
   std::vector<std::string> out;
   for (const auto& c : cuda_kernels::long_rope_tuning_space(batch, seq, heads, call_.half_dim,
@@ -30,10 +30,10 @@ std::vector<std::string> LongRopeCuda::tuning_space() const {
   return out;
 }
 
-void LongRopeCuda::forward(const Tensor& x, const Tensor* positions, const Tensor& inv_freq,
+void LongRoPECuda::forward(const Tensor& x, const Tensor* positions, const Tensor& inv_freq,
                            const Tensor& y, std::int64_t batch, std::int64_t seq,
                            std::int64_t heads, double attention_scaling) {
-  cuda_kernels::LongRopeArgs args;
+  cuda_kernels::LongRoPEArgs args;
   args.x = x.data_ptr();
   args.y = y.data_ptr();
   args.positions = positions != nullptr ? positions->data_ptr() : nullptr;
@@ -57,7 +57,7 @@ void LongRopeCuda::forward(const Tensor& x, const Tensor* positions, const Tenso
         // Tuning launches write y (never x unless y is x, where repeated rotation is harmless to
         // timing); the final launch below writes the real result from the caller's x. In place,
         // tune on a scratch output so x keeps its values.
-        cuda_kernels::LongRopeArgs trial = args;
+        cuda_kernels::LongRoPEArgs trial = args;
         Tensor scratch;
         if (args.y == args.x) {
           scratch = Tensor::empty(y.sizes(), y.dtype(), y.device());

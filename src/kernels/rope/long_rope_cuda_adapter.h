@@ -13,13 +13,13 @@
 
 namespace tileops {
 
-class LongRopeCuda final : public Kernel, public LongRopeInterface {
+class LongRoPECuda final : public Kernel, public LongRoPEInterface {
  public:
-  using Interface = LongRopeInterface;
+  using Interface = LongRoPEInterface;
   static std::vector<Device::Type> devices() { return {Device::Type::cuda}; }
   static std::optional<std::vector<int>> supported_archs() { return std::vector<int>{90}; }
-  static std::optional<std::string> refusal(const LongRopeCall& call);
-  explicit LongRopeCuda(const LongRopeCall& call) : call_(call) {}
+  static std::optional<std::string> refusal(const LongRoPECall& call);
+  explicit LongRoPECuda(const LongRoPECall& call) : call_(call) {}
 
   void forward(const Tensor& x, const Tensor* positions, const Tensor& inv_freq, const Tensor& y,
                std::int64_t batch, std::int64_t seq, std::int64_t heads,
@@ -30,8 +30,8 @@ class LongRopeCuda final : public Kernel, public LongRopeInterface {
  private:
   using Shape = std::tuple<std::int64_t, std::int64_t, std::int64_t>;  // batch, seq, heads
 
-  LongRopeCall call_;
-  TunedConfigs<Shape, cuda_kernels::LongRopeConfig> configs_;
+  LongRoPECall call_;
+  TunedConfigs<Shape, cuda_kernels::LongRoPEConfig> configs_;
 };
 
 }  // namespace tileops

@@ -27,13 +27,13 @@ void write_contiguous(const Tensor& out, Body&& body) {
 // ---- MoETopKRoutingFwdOp -------------------------------------------------------------------
 
 std::vector<InterfaceInfo> MoETopKRoutingFwdOp::interfaces() {
-  return {interface<MoeRoutingInterface>()};
+  return {interface<MoERoutingInterface>()};
 }
 std::vector<ImplementationInfo> MoETopKRoutingFwdOp::kernel_types() {
   std::vector<ImplementationInfo> table;
-  table.push_back(implementation<MoeRoutingCpu>("moe_routing_cpu", "MoeRoutingCpu"));
+  table.push_back(implementation<MoERoutingCpu>("moe_routing_cpu", "MoERoutingCpu"));
 #if TILEOPS_WITH_CUDA
-  table.push_back(implementation<MoeRoutingCuda>("moe_routing_cuda", "MoeRoutingCuda"));
+  table.push_back(implementation<MoERoutingCuda>("moe_routing_cuda", "MoERoutingCuda"));
 #endif
   return table;
 }
@@ -41,7 +41,7 @@ std::vector<ImplementationInfo> MoETopKRoutingFwdOp::kernel_types() {
 void MoETopKRoutingFwdOp::forward(const SignatureCall& call, const Tensor& logits,
                                   const Tensor& correction_bias, const Tensor& topk_weights,
                                   const Tensor& topk_ids) {
-  MoeRoutingCall spec;
+  MoERoutingCall spec;
   spec.device = call.device;
   spec.tokens = logits.size(0);
   spec.experts = logits.size(1);
@@ -50,7 +50,7 @@ void MoETopKRoutingFwdOp::forward(const SignatureCall& call, const Tensor& logit
   spec.sigmoid = params().scoring == "sigmoid";
   spec.renormalize = params().renormalize;
   spec.has_bias = correction_bias.defined();
-  auto& kernel = kernel_for<MoeRoutingInterface>(spec);
+  auto& kernel = kernel_for<MoERoutingInterface>(spec);
   if (spec.tokens == 0) return;
   const Tensor bias = spec.has_bias ? correction_bias.contiguous() : Tensor();
   kernel.forward(logits.contiguous(), spec.has_bias ? &bias : nullptr, topk_weights, topk_ids,
@@ -60,13 +60,13 @@ void MoETopKRoutingFwdOp::forward(const SignatureCall& call, const Tensor& logit
 // ---- MoEPrePermuteFwdOp --------------------------------------------------------------------
 
 std::vector<InterfaceInfo> MoEPrePermuteFwdOp::interfaces() {
-  return {interface<MoePrePermuteInterface>()};
+  return {interface<MoEPrePermuteInterface>()};
 }
 std::vector<ImplementationInfo> MoEPrePermuteFwdOp::kernel_types() {
   std::vector<ImplementationInfo> table;
-  table.push_back(implementation<MoePrePermuteCpu>("moe_pre_permute_cpu", "MoePrePermuteCpu"));
+  table.push_back(implementation<MoEPrePermuteCpu>("moe_pre_permute_cpu", "MoEPrePermuteCpu"));
 #if TILEOPS_WITH_CUDA
-  table.push_back(implementation<MoePrePermuteCuda>("moe_pre_permute_cuda", "MoePrePermuteCuda"));
+  table.push_back(implementation<MoEPrePermuteCuda>("moe_pre_permute_cuda", "MoEPrePermuteCuda"));
 #endif
   return table;
 }
@@ -74,7 +74,7 @@ std::vector<ImplementationInfo> MoEPrePermuteFwdOp::kernel_types() {
 void MoEPrePermuteFwdOp::forward(const SignatureCall& call, const Tensor& x, const Tensor& topk_ids,
                                  const Tensor& expert_map, const Tensor& permuted_x,
                                  const Tensor& expert_offsets, const Tensor& inverse) {
-  MoePermuteCall spec;
+  MoEPermuteCall spec;
   spec.device = call.device;
   spec.tokens = x.size(0);
   spec.hidden = x.size(1);
@@ -82,7 +82,7 @@ void MoEPrePermuteFwdOp::forward(const SignatureCall& call, const Tensor& x, con
   spec.num_experts = params().num_experts;
   spec.dtype = x.dtype();
   spec.has_map = expert_map.defined();
-  auto& kernel = kernel_for<MoePrePermuteInterface>(spec);
+  auto& kernel = kernel_for<MoEPrePermuteInterface>(spec);
   const Tensor map = spec.has_map ? expert_map.contiguous() : Tensor();
   kernel.forward(x.contiguous(), topk_ids.contiguous(), spec.has_map ? &map : nullptr, permuted_x,
                  expert_offsets, inverse);
@@ -127,14 +127,14 @@ void MoEGroupedGemmFwdOp::forward(const SignatureCall& call, const Tensor& a,
 // ---- MoEPostPermuteFwdOp -------------------------------------------------------------------
 
 std::vector<InterfaceInfo> MoEPostPermuteFwdOp::interfaces() {
-  return {interface<MoePostPermuteInterface>()};
+  return {interface<MoEPostPermuteInterface>()};
 }
 std::vector<ImplementationInfo> MoEPostPermuteFwdOp::kernel_types() {
   std::vector<ImplementationInfo> table;
-  table.push_back(implementation<MoePostPermuteCpu>("moe_post_permute_cpu", "MoePostPermuteCpu"));
+  table.push_back(implementation<MoEPostPermuteCpu>("moe_post_permute_cpu", "MoEPostPermuteCpu"));
 #if TILEOPS_WITH_CUDA
   table.push_back(
-      implementation<MoePostPermuteCuda>("moe_post_permute_cuda", "MoePostPermuteCuda"));
+      implementation<MoEPostPermuteCuda>("moe_post_permute_cuda", "MoEPostPermuteCuda"));
 #endif
   return table;
 }
@@ -142,14 +142,14 @@ std::vector<ImplementationInfo> MoEPostPermuteFwdOp::kernel_types() {
 void MoEPostPermuteFwdOp::forward(const SignatureCall& call, const Tensor& expert_out,
                                   const Tensor& topk_weights, const Tensor& inverse,
                                   const Tensor& y) {
-  MoePermuteCall spec;
+  MoEPermuteCall spec;
   spec.device = call.device;
   spec.tokens = topk_weights.size(0);
   spec.top_k = topk_weights.size(1);
   spec.hidden = expert_out.size(1);
   spec.rows = expert_out.size(0);
   spec.dtype = expert_out.dtype();
-  auto& kernel = kernel_for<MoePostPermuteInterface>(spec);
+  auto& kernel = kernel_for<MoEPostPermuteInterface>(spec);
   if (y.numel() == 0) return;
   write_contiguous(y, [&](const Tensor& out) {
     kernel.forward(expert_out.contiguous(), topk_weights.contiguous(), inverse.contiguous(), out,

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "ops/moe/moe_reference_math.h"
+#include "tileops/base/reference.h"
 #include "tileops/core/value.h"
-#include "tileops/op/reference.h"
 
 namespace tileops {
 namespace {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "ops/moe/moe_reference_math.h"
-#include "tileops/op/reference.h"
+#include "tileops/base/reference.h"
 #include "tileops/core/value.h"
 
 namespace tileops {

@@ -13,9 +13,9 @@ namespace {
 
 std::vector<ImplementationInfo> rms_norm_implementations() {
   std::vector<ImplementationInfo> table;
-  table.push_back(implementation<RmsNormCpu>("rms_norm_cpu", "RmsNormCpu"));
+  table.push_back(implementation<RMSNormCpu>("rms_norm_cpu", "RMSNormCpu"));
 #if TILEOPS_WITH_CUDA
-  table.push_back(implementation<RmsNormCuda>("rms_norm_cuda", "RmsNormCuda"));
+  table.push_back(implementation<RMSNormCuda>("rms_norm_cuda", "RMSNormCuda"));
 #endif
   return table;
 }
@@ -46,19 +46,23 @@ void write_rows(const Tensor& y, std::int64_t rows, std::int64_t cols, Body&& bo
 
 }  // namespace
 
-std::vector<InterfaceInfo> RMSNormFwdOp::interfaces() { return {interface<RmsNormInterface>()}; }
-std::vector<ImplementationInfo> RMSNormFwdOp::kernel_types() { return rms_norm_implementations(); }
+std::vector<InterfaceInfo> RMSNormFwdOp::interfaces() {
+  return {interface<RMSNormInterface>()};
+}
+std::vector<ImplementationInfo> RMSNormFwdOp::kernel_types() {
+  return rms_norm_implementations();
+}
 
 void RMSNormFwdOp::forward(const SignatureCall& call, const Tensor& x, const Tensor& weight,
                            const Tensor& y) {
   const std::int64_t cols = product(params().normalized_shape);
   const std::int64_t rows = x.numel() / cols;
-  RmsNormCall spec;
+  RMSNormCall spec;
   spec.device = call.device;
   spec.rows = rows;
   spec.cols = cols;
   spec.dtype = x.dtype();
-  auto& kernel = kernel_for<RmsNormInterface>(spec);
+  auto& kernel = kernel_for<RMSNormInterface>(spec);
   const Tensor x_rows = detail::rows_or_copy(x, rows, cols);
   const Tensor w = weight_row(weight, cols);
   write_rows(y, rows, cols, [&](const Tensor& y_rows) {
@@ -67,7 +71,7 @@ void RMSNormFwdOp::forward(const SignatureCall& call, const Tensor& x, const Ten
 }
 
 std::vector<InterfaceInfo> FusedAddRMSNormFwdOp::interfaces() {
-  return {interface<RmsNormInterface>()};
+  return {interface<RMSNormInterface>()};
 }
 std::vector<ImplementationInfo> FusedAddRMSNormFwdOp::kernel_types() {
   return rms_norm_implementations();
@@ -77,13 +81,13 @@ void FusedAddRMSNormFwdOp::forward(const SignatureCall& call, const Tensor& x,
                                    const Tensor& residual, const Tensor& weight, const Tensor& y) {
   const std::int64_t cols = product(params().normalized_shape);
   const std::int64_t rows = x.numel() / cols;
-  RmsNormCall spec;
+  RMSNormCall spec;
   spec.device = call.device;
   spec.rows = rows;
   spec.cols = cols;
   spec.dtype = x.dtype();
   spec.fused_add = true;
-  auto& kernel = kernel_for<RmsNormInterface>(spec);
+  auto& kernel = kernel_for<RMSNormInterface>(spec);
   const Tensor x_rows = detail::rows_or_copy(x, rows, cols);
   const Tensor w = weight_row(weight, cols);
   // residual is written in place: work on a view of it, or on a copy written back.

@@ -2,8 +2,8 @@
 #include <cmath>
 #include <variant>
 
+#include "tileops/base/reference.h"
 #include "tileops/core/value.h"
-#include "tileops/op/reference.h"
 
 namespace tileops {
 namespace {

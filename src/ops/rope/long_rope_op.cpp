@@ -36,14 +36,14 @@ LongRoPEFwdOp::LongRoPEFwdOp(Params params, Target target)
 }
 
 std::vector<InterfaceInfo> LongRoPEFwdOp::interfaces() {
-  return {interface<LongRopeInterface>()};
+  return {interface<LongRoPEInterface>()};
 }
 
 std::vector<ImplementationInfo> LongRoPEFwdOp::kernel_types() {
   std::vector<ImplementationInfo> table;
-  table.push_back(implementation<LongRopeCpu>("long_rope_cpu", "LongRopeCpu"));
+  table.push_back(implementation<LongRoPECpu>("long_rope_cpu", "LongRoPECpu"));
 #if TILEOPS_WITH_CUDA
-  table.push_back(implementation<LongRopeCuda>("long_rope_cuda", "LongRopeCuda"));
+  table.push_back(implementation<LongRoPECuda>("long_rope_cuda", "LongRoPECuda"));
 #endif
   return table;
 }
@@ -62,13 +62,13 @@ void LongRoPEFwdOp::forward(const SignatureCall& call, const Tensor& x, const Te
   const std::int64_t batch = bshd ? x.size(0) : 1;
   const std::int64_t seq = bshd ? x.size(1) : x.size(0);
   const std::int64_t heads = bshd ? x.size(2) : 1;
-  LongRopeCall spec;
+  LongRoPECall spec;
   spec.device = call.device;
   spec.dtype = x.dtype();
   spec.has_positions = positions.defined();
   spec.positions_dtype = positions.defined() ? positions.dtype() : DType::int64;
   spec.half_dim = inv_freq_.numel();
-  auto& kernel = kernel_for<LongRopeInterface>(spec);
+  auto& kernel = kernel_for<LongRoPEInterface>(spec);
   const Tensor x_c = x.contiguous();
   const Tensor pos_c = positions.defined() ? positions.contiguous() : Tensor();
   const Tensor& inv = inv_freq_on(call.device);

@@ -3,7 +3,7 @@
 #include <numbers>
 #include <variant>
 
-#include "tileops/op/reference.h"
+#include "tileops/base/reference.h"
 #include "tileops/core/value.h"
 #include "tileops/ops/rope.h"
 
@@ -14,7 +14,8 @@ std::vector<Tensor> long_rope_reference(std::span<const Tensor> inputs, const Pa
   const Tensor x = inputs[0].to(Device::cpu());
   const Tensor positions =
       inputs.size() > 1 && inputs[1].defined() ? inputs[1].to(Device::cpu()) : Tensor();
-  const std::vector<double> factors = std::get<Tensor>(params.at("rescale_factors")).to(Device::cpu()).to_vector();
+  const std::vector<double> factors =
+      std::get<Tensor>(params.at("rescale_factors")).to(Device::cpu()).to_vector();
   const double base = std::get<double>(params.at("base"));
   const auto max_pos = std::get<std::int64_t>(params.at("max_position_embeddings"));
   const auto orig_pos = std::get<std::int64_t>(params.at("original_max_position_embeddings"));
@@ -37,8 +38,8 @@ std::vector<Tensor> long_rope_reference(std::span<const Tensor> inputs, const Pa
                                          : static_cast<double>(token % seq);
     for (std::int64_t i = 0; i < half; ++i) {
       const double inv_freq =
-          1.0 / (factors[i] * std::pow(base, 2.0 * static_cast<double>(i) /
-                                                 (2.0 * static_cast<double>(half))));
+          1.0 / (factors[i] *
+                 std::pow(base, 2.0 * static_cast<double>(i) / (2.0 * static_cast<double>(half))));
       const double theta = p * inv_freq;
       const double c = std::cos(theta) * scale;
       const double s = std::sin(theta) * scale;

@@ -1,5 +1,5 @@
 // The per-op part of the family header: the Params struct, the traits struct TypedOp reads
-// and the generated base class (include/tileops/op/typed_op.h holds the fixed part).
+// and the generated base class (include/tileops/base/typed_op.h holds the fixed part).
 #include "codegen/op_emitter.h"
 
 namespace tgen::op_emit {
@@ -68,7 +68,7 @@ void OpEmitter::dtype_override(Code& c) {
 void OpEmitter::traits_struct(Code& c) {
   int buf_index = -1;
   const bool buf = buffer_output(&buf_index) != nullptr;
-  c.line("/// What TypedOp needs of " + name_ + " (include/tileops/op/typed_op.h).");
+  c.line("/// What TypedOp needs of " + name_ + " (include/tileops/base/typed_op.h).");
   c.open("struct " + name_ + "Traits");
   c.line("using Params = " + name_ + "Params;");
   c.line("static constexpr std::size_t num_inputs = " + std::to_string(op_.inputs.size()) + ";");

@@ -42,7 +42,7 @@ class OpEmitter {
   // Op::dtype() for an op that takes a dtype at construction: the parameter named `dtype`, else
   // the first `torch.dtype` (or `torch.dtype | None`) parameter.
   void dtype_override(Code& c);
-  // The data TypedOp reads (include/tileops/op/typed_op.h): the counts of the signature and
+  // The data TypedOp reads (include/tileops/base/typed_op.h): the counts of the signature and
   // the generated functions of this entry.
   void traits_struct(Code& c);
   // What differs per op on top of TypedOp: the typed call operator (inputs by name, optional

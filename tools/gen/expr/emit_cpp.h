@@ -1,5 +1,5 @@
 // The C++ emitter of manifest expressions: a checked AST becomes C++ expression text over
-// typed locals, using the helpers of tileops/op/expr_runtime.h (namespace tileops::expr, spelled
+// typed locals, using the helpers of tileops/base/expr_runtime.h (namespace tileops::expr, spelled
 // `ex::` in generated code).
 #pragma once
 

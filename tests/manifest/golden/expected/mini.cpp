@@ -10,9 +10,9 @@
 #include <variant>
 #include <vector>
 
+#include "tileops/base/expr_runtime.h"
 #include "tileops/core/device.h"
 #include "tileops/core/error.h"
-#include "tileops/op/expr_runtime.h"
 
 namespace tileops::gen::detail {
 

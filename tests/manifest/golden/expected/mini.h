@@ -8,13 +8,13 @@
 #include <string>
 #include <tuple>
 
+#include "tileops/base/op.h"
+#include "tileops/base/schema.h"
+#include "tileops/base/signature_call.h"
+#include "tileops/base/typed_op.h"
 #include "tileops/core/dtype.h"
 #include "tileops/core/tensor.h"
 #include "tileops/core/value.h"
-#include "tileops/op/op.h"
-#include "tileops/op/schema.h"
-#include "tileops/op/signature_call.h"
-#include "tileops/op/typed_op.h"
 
 namespace tileops::gen {
 
@@ -38,7 +38,7 @@ MiniMatmulFwdOpParams MiniMatmulFwdOp_params_from_map(const ::tileops::ParamMap&
 ::tileops::SignatureCall MiniMatmulFwdOp_check_call(const MiniMatmulFwdOpParams& p, const ::tileops::CallArgs& a);
 }  // namespace detail
 
-/// What TypedOp needs of MiniMatmulFwdOp (include/tileops/op/typed_op.h).
+/// What TypedOp needs of MiniMatmulFwdOp (include/tileops/base/typed_op.h).
 struct MiniMatmulFwdOpTraits {
   using Params = MiniMatmulFwdOpParams;
   static constexpr std::size_t num_inputs = 3;
@@ -95,7 +95,7 @@ MiniSplitFwdOpParams MiniSplitFwdOp_params_from_map(const ::tileops::ParamMap& m
 ::tileops::SignatureCall MiniSplitFwdOp_check_call(const MiniSplitFwdOpParams& p, const ::tileops::CallArgs& a);
 }  // namespace detail
 
-/// What TypedOp needs of MiniSplitFwdOp (include/tileops/op/typed_op.h).
+/// What TypedOp needs of MiniSplitFwdOp (include/tileops/base/typed_op.h).
 struct MiniSplitFwdOpTraits {
   using Params = MiniSplitFwdOpParams;
   static constexpr std::size_t num_inputs = 2;

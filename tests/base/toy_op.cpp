@@ -1,4 +1,4 @@
-#include "op/toy_op.h"
+#include "base/toy_op.h"
 
 namespace toy {
 

@@ -16,12 +16,12 @@
 #include <utility>
 #include <vector>
 
+#include "tileops/base/op.h"
+#include "tileops/base/op_class.h"
+#include "tileops/base/schema.h"
+#include "tileops/base/signature_call.h"
 #include "tileops/core/tensor.h"
 #include "tileops/core/value.h"
-#include "tileops/op/op.h"
-#include "tileops/op/op_class.h"
-#include "tileops/op/schema.h"
-#include "tileops/op/signature_call.h"
 #include "tileops/target/target.h"
 
 namespace tileops {

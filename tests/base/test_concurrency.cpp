@@ -8,7 +8,7 @@
 #include <random>
 #include <thread>
 
-#include "op/toy_op.h"
+#include "base/toy_op.h"
 
 namespace toy {
 namespace {

@@ -12,9 +12,9 @@
 #include <typeindex>
 #include <vector>
 
+#include "tileops/base/schema.h"
 #include "tileops/core/value.h"
 #include "tileops/kernel/kernel.h"
-#include "tileops/op/schema.h"
 #include "tileops/target/target.h"
 
 namespace tileops {

@@ -1,5 +1,5 @@
 // The Op base class: construction, the seven steps of a call, records, undo.
-#include "tileops/op/op.h"
+#include "tileops/base/op.h"
 
 #include <algorithm>
 #include <iostream>
@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "op/call_stack.h"
+#include "base/call_stack.h"
 
 namespace tileops {
 namespace {

@@ -2,7 +2,7 @@
 // targets, composite sub-ops, call records, roofline, tuning and undo (docs/design/op-base.md).
 //
 // An op class derives from the base tileops-gen generates from its manifest entry
-// (tileops/gen/<family>.h), which derives from Op through TypedOp (tileops/op/typed_op.h) and
+// (tileops/gen/<family>.h), which derives from Op through TypedOp (tileops/base/typed_op.h) and
 // supplies the typed constructor, the typed call operator and the generated signature check. The
 // op class writes `forward` and declares its kernel interfaces, implementations and delegate types.
 #pragma once
@@ -21,13 +21,13 @@
 #include <utility>
 #include <vector>
 
+#include "tileops/base/op_class.h"
+#include "tileops/base/schema.h"
+#include "tileops/base/signature_call.h"
 #include "tileops/core/error.h"
 #include "tileops/core/tensor.h"
 #include "tileops/kernel/kernel.h"
 #include "tileops/kernel/kernel_table.h"
-#include "tileops/op/op_class.h"
-#include "tileops/op/schema.h"
-#include "tileops/op/signature_call.h"
 #include "tileops/target/target.h"
 
 namespace tileops {

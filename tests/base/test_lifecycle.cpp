@@ -4,7 +4,7 @@
 
 #include <thread>
 
-#include "op/toy_op.h"
+#include "base/toy_op.h"
 #include "tileops/target/target.h"
 
 namespace toy {

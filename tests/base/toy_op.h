@@ -12,9 +12,9 @@
 
 #include <fmt/format.h>
 
+#include "tileops/base/op.h"
 #include "tileops/core/error.h"
 #include "tileops/core/tensor.h"
-#include "tileops/op/op.h"
 
 namespace toy {
 

@@ -1,4 +1,4 @@
-#include "tileops/op/schema.h"
+#include "tileops/base/schema.h"
 
 #include <algorithm>
 

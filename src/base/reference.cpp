@@ -1,4 +1,4 @@
-#include "tileops/op/reference.h"
+#include "tileops/base/reference.h"
 
 #include <fmt/format.h>
 

@@ -29,11 +29,11 @@ struct ParamInfo {
   bool has_default = false;
   Value default_value;  ///< valid when has_default
   bool kw_only = false;
-  bool is_tensor = false;           ///< a construction-time tensor (has dtype and shape)
-  std::string_view tensor_dtype;    ///< for construction-time tensors
-  std::string_view tensor_shape;    ///< for construction-time tensors
-  bool optional = false;            ///< construction-time tensor that may be absent
-  std::string_view doc;             ///< the entry's comment for this parameter, if any
+  bool is_tensor = false;         ///< a construction-time tensor (has dtype and shape)
+  std::string_view tensor_dtype;  ///< for construction-time tensors
+  std::string_view tensor_shape;  ///< for construction-time tensors
+  bool optional = false;          ///< construction-time tensor that may be absent
+  std::string_view doc;           ///< the entry's comment for this parameter, if any
 };
 
 /// One entry of `signature.inputs` or `signature.outputs`.
@@ -94,8 +94,8 @@ struct OpSchema {
   std::string_view family;
   std::string_view status;  ///< "implemented" or "spec-only"
   std::string_view ref_api;
-  std::string_view doc;     ///< the comment block above the entry
-  std::string_view source;  ///< "manifest/norm.yaml:12"
+  std::string_view doc;            ///< the comment block above the entry
+  std::string_view source;         ///< "manifest/norm.yaml:12"
   std::vector<IndexInfo> indices;  ///< positional: SignatureCall::indices follows this order
   std::vector<ParamInfo> params;
   std::vector<TensorDecl> inputs;

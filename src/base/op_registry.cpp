@@ -7,9 +7,9 @@
 #include <fmt/format.h>
 
 #include "dispatch/implementation_table.h"
+#include "tileops/base/op.h"
+#include "tileops/base/op_class.h"
 #include "tileops/core/error.h"
-#include "tileops/op/op.h"
-#include "tileops/op/op_class.h"
 
 namespace tileops {
 namespace {
@@ -72,9 +72,10 @@ std::vector<std::string> check_op_class(const OpClass& c) {
   const bool boundary = !schema.inputs.empty() && schema.composition.empty();
   if (boundary == schema.compile_op_names.empty() ||
       schema.compile_op_names.size() != schema.compile_op_schemas.size()) {
-    problems.push_back(fmt::format("{}: compile_op_names ({} names) disagree with the boundary "
-                                   "conditions (call-time tensor input and no composition: {})",
-                                   c.name, schema.compile_op_names.size(), boundary));
+    problems.push_back(
+        fmt::format("{}: compile_op_names ({} names) disagree with the boundary "
+                    "conditions (call-time tensor input and no composition: {})",
+                    c.name, schema.compile_op_names.size(), boundary));
   }
   for (const auto& injected : c.injected_parameters) {
     if (injected == "target" || schema.find_param(injected) != nullptr) {

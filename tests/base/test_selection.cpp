@@ -2,7 +2,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "op/toy_op.h"
+#include "base/toy_op.h"
 
 namespace toy {
 namespace {

@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
+#include "tileops/base/schema.h"
 #include "tileops/core/device.h"
 #include "tileops/core/value.h"
-#include "tileops/op/schema.h"
 
 namespace tileops {
 

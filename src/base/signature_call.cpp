@@ -1,4 +1,4 @@
-#include "tileops/op/signature_call.h"
+#include "tileops/base/signature_call.h"
 
 #include <algorithm>
 #include <functional>
@@ -27,19 +27,22 @@ const Value& SignatureCall::index(std::string_view name) const {
 std::int64_t SignatureCall::dim(std::string_view name) const {
   const Value& v = index(name);
   if (const auto* i = std::get_if<std::int64_t>(&v)) return *i;
-  throw UsageError(fmt::format("{}: index '{}' is {}, not a Dim", schema_->name, name, value_repr(v)));
+  throw UsageError(
+      fmt::format("{}: index '{}' is {}, not a Dim", schema_->name, name, value_repr(v)));
 }
 
 const Sizes& SignatureCall::shape_index(std::string_view name) const {
   const Value& v = index(name);
   if (const auto* s = std::get_if<Sizes>(&v)) return *s;
-  throw UsageError(fmt::format("{}: index '{}' is {}, not a Shape", schema_->name, name, value_repr(v)));
+  throw UsageError(
+      fmt::format("{}: index '{}' is {}, not a Shape", schema_->name, name, value_repr(v)));
 }
 
 DType SignatureCall::dtype_index(std::string_view name) const {
   const Value& v = index(name);
   if (const auto* d = std::get_if<DType>(&v)) return *d;
-  throw UsageError(fmt::format("{}: index '{}' is {}, not a DType", schema_->name, name, value_repr(v)));
+  throw UsageError(
+      fmt::format("{}: index '{}' is {}, not a DType", schema_->name, name, value_repr(v)));
 }
 
 const TensorRecord* SignatureCall::tensor(std::string_view name) const {

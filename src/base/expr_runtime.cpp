@@ -1,5 +1,5 @@
-// Runtime helpers of the generated signature checks (see tileops/op/expr_runtime.h).
-#include "tileops/op/expr_runtime.h"
+// Runtime helpers of the generated signature checks (see tileops/base/expr_runtime.h).
+#include "tileops/base/expr_runtime.h"
 
 #include <array>
 #include <cmath>

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "tileops/op/signature_call.h"
+#include "tileops/base/signature_call.h"
 
 namespace tileops {
 class Op;
