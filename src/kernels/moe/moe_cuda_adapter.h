@@ -19,6 +19,8 @@ class MoeRoutingCuda final : public Kernel, public MoeRoutingInterface {
   using Interface = MoeRoutingInterface;
   static std::vector<Device::Type> devices() { return {Device::Type::cuda}; }
   static std::optional<std::vector<int>> supported_archs() { return std::vector<int>{90}; }
+  /// Group-limited routing (n_group > 1) has no CUDA kernel yet: refused, never ignored.
+  static std::optional<std::string> refusal(const MoeRoutingCall& call);
   explicit MoeRoutingCuda(const MoeRoutingCall& call) : call_(call) {}
   void forward(const Tensor& logits, const Tensor* bias, const Tensor& weights, const Tensor& ids,
                double routed_scaling_factor) override;
