@@ -62,12 +62,19 @@ def long_rope(device: str, dtype: torch.dtype, layout: str, positions: bool,
 
 
 def routing(device: str, dtype: torch.dtype, m: int, e: int, k: int, scoring: str,
-            bias: bool) -> Case:
+            bias: bool, n_group: int = 1, topk_group: int = 1) -> Case:
     logits = _randn((m, e), dtype, device, 9)
     cb = (0.1 * _randn((e,), torch.float32, "cpu", 10)).to(device) if bias else None
-    params = {"top_k": k, "scoring": scoring, "renormalize": True, "routed_scaling_factor": 2.5}
-    return Case("MoETopKRoutingFwdOp", params, (logits, cb), f"{m}x{e}-k{k}-{scoring}-{dtype}",
-                has_out=False)
+    params = {"top_k": k, "scoring": scoring, "renormalize": True, "routed_scaling_factor": 2.5,
+              "n_group": n_group, "topk_group": topk_group}
+    return Case("MoETopKRoutingFwdOp", params, (logits, cb),
+                f"{m}x{e}-k{k}-{scoring}-g{n_group}of{topk_group}-{dtype}", has_out=False)
+
+
+def token_group_quant(device: str, dtype: torch.dtype, m: int, k: int, group: int) -> Case:
+    x = _randn((m, k), dtype, device, 12)
+    return Case("PerTokenGroupQuantFP8FwdOp", {"group_size": group, "eps": 1e-10}, (x,),
+                f"{m}x{k}-g{group}-{dtype}", has_out=False)
 
 
 def topk_ids(m: int, k: int, e: int, seed: int, device: str) -> torch.Tensor:
@@ -125,6 +132,10 @@ def cases(device: str) -> list[Case]:
         out.append(post_permute(device, dtype, 6, 2, 32))
     out.append(long_rope(device, torch.bfloat16, "bshd", True))
     out.append(routing(device, torch.float32, 7, 32, 8, "sigmoid", True))
+    out.append(routing(device, torch.float32, 5, 64, 6, "sigmoid", True, 8, 4))
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        out.append(token_group_quant(device, dtype, 6, 256, 128))
+    out.append(token_group_quant(device, torch.bfloat16, 3, 96, 32))
     out.append(pre_permute(device, torch.bfloat16, 5, 16, 2, 4, True))
     for dtype in (torch.bfloat16, torch.float16):
         out.append(grouped_gemm(device, dtype, 24, 4, 32, 48, "none"))
@@ -147,4 +158,5 @@ SAMPLE_BUILDERS: dict[str, Callable[..., Case]] = {
     "MoEPrePermuteFwdOp": pre_permute,
     "MoEGroupedGemmFwdOp": grouped_gemm,
     "MoEPostPermuteFwdOp": post_permute,
+    "PerTokenGroupQuantFP8FwdOp": token_group_quant,
 }

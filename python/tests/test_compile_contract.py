@@ -75,6 +75,11 @@ def cold_post_permute(device: str) -> None:
     _cold_compile(samples.post_permute(device, torch.float32, 4, 2, 16))
 
 
+@register_compile_contract("PerTokenGroupQuantFP8FwdOp")
+def cold_token_group_quant(device: str) -> None:
+    _cold_compile(samples.token_group_quant(device, torch.bfloat16, 4, 256, 128))
+
+
 def test_every_boundary_op_has_a_cold_compile_test() -> None:
     boundary = {name for name in tileops.ops.__all__ if getattr(tileops, name).compile_op_names}
     assert set(CONTRACTS) == boundary, (

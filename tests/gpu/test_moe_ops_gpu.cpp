@@ -10,6 +10,7 @@
 #include "gpu/gpu_op_test_util.h"
 #include "ops/moe_test_inputs.h"
 #include "tileops/ops/moe.h"
+#include "tileops/ops/quant.h"
 
 namespace tileops {
 namespace {
@@ -42,6 +43,44 @@ TEST(GpuMoEOps, RoutingMatchesTheCpuImplementation) {
       EXPECT_EQ(ids.to(Device::cpu()).to_vector(), cids.to_vector()) << what;
       expect_close(w, cw, what);
     }
+  }
+}
+
+TEST(GpuMoEOps, GroupedRoutingIsRefusedOnCudaNamingTheReason) {
+  SKIP_WITHOUT_GPU();
+  // No CUDA kernel serves n_group > 1 yet: the call must fail, never route as plain top-k.
+  MoETopKRoutingFwdOp op({.top_k = 8,
+                          .scoring = "sigmoid",
+                          .renormalize = true,
+                          .routed_scaling_factor = 2.5,
+                          .n_group = 8,
+                          .topk_group = 4});
+  const Tensor logits = Tensor::randn({4, 256}, DType::float32, 3).to(kGpu);
+  const Tensor bias = Tensor::zeros({256}, DType::float32).to(kGpu);
+  try {
+    op(logits, bias);
+    ADD_FAILURE() << "grouped routing ran on CUDA";
+  } catch (const DispatchError& e) {
+    EXPECT_THAT(e.what(), testing::HasSubstr("moe_routing_cuda (MoERoutingCuda: group-limited "
+                                             "routing (n_group = 8, topk_group = 4) has no CUDA "
+                                             "kernel yet"));
+  }
+  // Plain routing (n_group = 1) still runs there.
+  MoETopKRoutingFwdOp plain({.top_k = 8, .scoring = "sigmoid"});
+  EXPECT_NO_THROW(plain(logits, bias));
+}
+
+TEST(GpuMoEOps, TokenGroupQuantHasNoCudaKernelYet) {
+  SKIP_WITHOUT_GPU();
+  // Only a CPU implementation exists: a CUDA call fails through the kernel table, naming the op.
+  PerTokenGroupQuantFP8FwdOp op(PerTokenGroupQuantFP8FwdOp::Params{});
+  const Tensor x = Tensor::randn({4, 256}, DType::bfloat16, 1).to(kGpu);
+  try {
+    op(x);
+    ADD_FAILURE() << "quantization ran on CUDA";
+  } catch (const OpNotAvailableError& e) {
+    EXPECT_THAT(e.what(), testing::HasSubstr(
+                              "PerTokenGroupQuantFP8FwdOp's in-tree kernels do not run on cuda"));
   }
 }
 

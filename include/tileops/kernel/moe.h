@@ -25,6 +25,8 @@ struct MoERoutingCall : CallSpec {
   bool sigmoid = false;  ///< scoring: sigmoid (true) or softmax (false)
   bool renormalize = false;
   bool has_bias = false;
+  std::int64_t n_group = 1;     ///< expert groups; 1: plain top-k
+  std::int64_t topk_group = 1;  ///< groups kept per token
   friend bool operator==(const MoERoutingCall&, const MoERoutingCall&) = default;
   std::size_t hash() const;
   std::string str() const;

@@ -40,15 +40,15 @@ MoEActivation moe_activation(std::string_view name) {
 
 std::size_t MoERoutingCall::hash() const {
   return hash_of(device, tokens, experts, top_k, static_cast<int>(logits_dtype), sigmoid,
-                 renormalize, has_bias);
+                 renormalize, has_bias, n_group, topk_group);
 }
 // The text is a tuning-database key: it keeps the spelling recorded before the type was renamed.
 std::string MoERoutingCall::str() const {
   return fmt::format(
       "MoeRoutingCall(tokens={}, experts={}, top_k={}, logits={}, scoring={}, renormalize={}, "
-      "bias={}, device={})",
+      "bias={}, n_group={}, topk_group={}, device={})",
       tokens, experts, top_k, dtype_name(logits_dtype), sigmoid ? "sigmoid" : "softmax",
-      renormalize, has_bias, device.str());
+      renormalize, has_bias, n_group, topk_group, device.str());
 }
 
 std::size_t MoEPermuteCall::hash() const {

@@ -16,6 +16,38 @@
 namespace tileops {
 namespace {
 
+/// Clears `candidate` for the experts outside the call's kept groups (manifest/moe.yaml): a
+/// group scores the sum of its two largest choice scores with a bias, its largest without;
+/// the topk_group largest scores are kept, equal scores the smaller group index first.
+void keep_best_groups(const MoERoutingCall& call, const std::vector<float>& choice,
+                      std::vector<float>& group_score, std::vector<std::int32_t>& groups,
+                      std::vector<char>& candidate) {
+  const std::int64_t size = call.experts / call.n_group;
+  for (std::int64_t g = 0; g < call.n_group; ++g) {
+    float first = -INFINITY;
+    float second = -INFINITY;
+    for (std::int64_t e = g * size; e < (g + 1) * size; ++e) {
+      if (choice[e] > first) {
+        second = first;
+        first = choice[e];
+      } else if (choice[e] > second) {
+        second = choice[e];
+      }
+    }
+    group_score[g] = call.has_bias ? first + second : first;
+  }
+  std::iota(groups.begin(), groups.end(), 0);
+  std::partial_sort(groups.begin(), groups.begin() + call.topk_group, groups.end(),
+                    [&](std::int32_t a, std::int32_t b) {
+                      return group_score[a] > group_score[b] ||
+                             (group_score[a] == group_score[b] && a < b);
+                    });
+  std::fill(candidate.begin(), candidate.end(), char{0});
+  for (std::int64_t i = 0; i < call.topk_group; ++i) {
+    std::fill_n(candidate.begin() + groups[i] * size, size, char{1});
+  }
+}
+
 /// The logits dtype's storage types: float32, float16, bfloat16.
 template <class T>
 void routing_rows(const Tensor& logits, const float* bias, float* weights, std::int32_t* ids,
@@ -27,6 +59,10 @@ void routing_rows(const Tensor& logits, const float* bias, float* weights, std::
     std::vector<float> score(static_cast<std::size_t>(experts));
     std::vector<float> choice(static_cast<std::size_t>(experts));
     std::vector<std::int32_t> order(static_cast<std::size_t>(experts));
+    const bool grouped = call.n_group > 1;
+    std::vector<float> group_score(static_cast<std::size_t>(call.n_group));
+    std::vector<std::int32_t> groups(static_cast<std::size_t>(call.n_group));
+    std::vector<char> candidate(static_cast<std::size_t>(experts), char{1});
     for (std::int64_t t = begin; t < end; ++t) {
       const T* row = lp + t * experts;
       if (call.sigmoid) {
@@ -46,9 +82,19 @@ void routing_rows(const Tensor& logits, const float* bias, float* weights, std::
       for (std::int64_t e = 0; e < experts; ++e) {
         choice[e] = score[e] + (bias != nullptr ? bias[e] : 0.0f);
       }
-      std::iota(order.begin(), order.end(), 0);
+      // Candidates in id order; without groups, every expert.
+      auto last = order.begin();
+      if (grouped) {
+        keep_best_groups(call, choice, group_score, groups, candidate);
+        for (std::int32_t e = 0; e < experts; ++e) {
+          if (candidate[e] != 0) *last++ = e;
+        }
+      } else {
+        std::iota(order.begin(), order.end(), 0);
+        last = order.end();
+      }
       // Descending choice score; equal scores: the smaller id first.
-      std::partial_sort(order.begin(), order.begin() + top_k, order.end(),
+      std::partial_sort(order.begin(), order.begin() + top_k, last,
                         [&](std::int32_t a, std::int32_t b) {
                           return choice[a] > choice[b] || (choice[a] == choice[b] && a < b);
                         });

@@ -4,11 +4,21 @@
 
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "tileops/core/cuda.h"
 
 namespace tileops {
 
 namespace ck = cuda_kernels;
+
+std::optional<std::string> MoERoutingCuda::refusal(const MoERoutingCall& call) {
+  if (call.n_group == 1) return std::nullopt;
+  return fmt::format(
+      "group-limited routing (n_group = {}, topk_group = {}) has no CUDA kernel yet; run it on "
+      "the CPU",
+      call.n_group, call.topk_group);
+}
 
 void MoERoutingCuda::forward(const Tensor& logits, const Tensor* bias, const Tensor& weights,
                              const Tensor& ids, double routed_scaling_factor) {

@@ -109,7 +109,9 @@ FusedMoEFwdOp::FusedMoEFwdOp(Params params, Target target,
                                                 {.top_k = p.top_k,
                                                  .scoring = p.scoring,
                                                  .renormalize = p.renormalize,
-                                                 .routed_scaling_factor = p.routed_scaling_factor});
+                                                 .routed_scaling_factor = p.routed_scaling_factor,
+                                                 .n_group = p.n_group,
+                                                 .topk_group = p.topk_group});
   experts_ = &delegate_for<FusedMoEExpertsFwdOp>("experts", std::nullopt, std::move(experts),
                                                  {.activation = *p.activation});
 }

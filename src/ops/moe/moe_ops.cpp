@@ -50,6 +50,8 @@ void MoETopKRoutingFwdOp::forward(const SignatureCall& call, const Tensor& logit
   spec.sigmoid = params().scoring == "sigmoid";
   spec.renormalize = params().renormalize;
   spec.has_bias = correction_bias.defined();
+  spec.n_group = params().n_group;
+  spec.topk_group = params().topk_group;
   auto& kernel = kernel_for<MoERoutingInterface>(spec);
   if (spec.tokens == 0) return;
   const Tensor bias = spec.has_bias ? correction_bias.contiguous() : Tensor();

@@ -44,15 +44,25 @@ struct Routing {
   std::vector<std::int64_t> ids;  // [M, K]
 };
 
+/// The routing parameters of MoETopKRoutingFwdOp (and FusedMoEFwdOp, which shares their names).
+moe_reference::RouteRule route_rule(const ParamMap& p) {
+  return {.top_k = std::get<std::int64_t>(p.at("top_k")),
+          .sigmoid = text_param(p, "scoring") == "sigmoid",
+          .renormalize = std::get<bool>(p.at("renormalize")),
+          .scale = std::get<double>(p.at("routed_scaling_factor")),
+          .n_group = std::get<std::int64_t>(p.at("n_group")),
+          .topk_group = std::get<std::int64_t>(p.at("topk_group"))};
+}
+
 Routing route(const Values& logits, const Values& bias, std::int64_t tokens, std::int64_t experts,
-              std::int64_t top_k, bool sigmoid, bool renormalize, double scale) {
+              const moe_reference::RouteRule& rule) {
+  const std::int64_t top_k = rule.top_k;
   Routing r;
   r.weights.resize(static_cast<std::size_t>(tokens * top_k));
   r.ids.resize(static_cast<std::size_t>(tokens * top_k));
   for (std::int64_t t = 0; t < tokens; ++t) {
-    moe_reference::route_token(logits.data() + t * experts, bias, experts, top_k, sigmoid,
-                               renormalize, scale, r.weights.data() + t * top_k,
-                               r.ids.data() + t * top_k);
+    moe_reference::route_token(logits.data() + t * experts, bias, experts, rule,
+                               r.weights.data() + t * top_k, r.ids.data() + t * top_k);
   }
   return r;
 }
@@ -153,10 +163,7 @@ std::vector<Tensor> routing_reference(std::span<const Tensor> in, const ParamMap
   const std::int64_t tokens = in[0].size(0);
   const std::int64_t experts = in[0].size(1);
   const std::int64_t top_k = std::get<std::int64_t>(p.at("top_k"));
-  const Routing r =
-      route(values_of(in[0]), values_of(in[1]), tokens, experts, top_k,
-            text_param(p, "scoring") == "sigmoid", std::get<bool>(p.at("renormalize")),
-            std::get<double>(p.at("routed_scaling_factor")));
+  const Routing r = route(values_of(in[0]), values_of(in[1]), tokens, experts, route_rule(p));
   return {tensor_of(r.weights, {tokens, top_k}),
           tensor_of(Values(r.ids.begin(), r.ids.end()), {tokens, top_k})};
 }
@@ -215,10 +222,7 @@ std::vector<Tensor> fused_moe_reference(std::span<const Tensor> in, const ParamM
   const std::int64_t tokens = in[0].size(0);
   const std::int64_t experts = in[1].size(1);
   const std::int64_t top_k = std::get<std::int64_t>(p.at("top_k"));
-  const Routing r =
-      route(values_of(in[1]), values_of(in[4]), tokens, experts, top_k,
-            text_param(p, "scoring") == "sigmoid", std::get<bool>(p.at("renormalize")),
-            std::get<double>(p.at("routed_scaling_factor")));
+  const Routing r = route(values_of(in[1]), values_of(in[4]), tokens, experts, route_rule(p));
   // The routing weights reach the experts as float32.
   const Values weights = round_to(r.weights, DType::float32);
   const auto& act = p.at("activation");

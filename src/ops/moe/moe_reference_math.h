@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <numbers>
 #include <numeric>
 #include <string>
@@ -21,14 +22,48 @@ inline double gelu_tanh(double g) {
   return 0.5 * g * (1.0 + std::tanh(sqrt_2_over_pi * (g + 0.044715 * g * g * g)));
 }
 
+/// The parameters of routing (MoETopKRoutingFwdOp's, manifest/moe.yaml).
+struct RouteRule {
+  std::int64_t top_k = 1;
+  bool sigmoid = false;
+  bool renormalize = false;
+  double scale = 1.0;
+  std::int64_t n_group = 1;
+  std::int64_t topk_group = 1;
+};
+
+/// Whether each expert's group is among the rule's kept groups, from the choice scores `c`.
+/// A group scores the sum of its two largest c with a bias, its largest c without; equal
+/// scores keep the smaller group index.
+inline std::vector<bool> kept_experts(const std::vector<double>& c, bool has_bias,
+                                      const RouteRule& rule) {
+  const auto experts = static_cast<std::int64_t>(c.size());
+  std::vector<bool> kept(c.size(), true);
+  if (rule.n_group == 1) return kept;
+  const std::int64_t size = experts / rule.n_group;
+  std::vector<double> score(static_cast<std::size_t>(rule.n_group));
+  for (std::int64_t g = 0; g < rule.n_group; ++g) {
+    std::vector<double> members(c.begin() + g * size, c.begin() + (g + 1) * size);
+    std::sort(members.begin(), members.end(), std::greater<>());
+    score[g] = has_bias ? members[0] + members[1] : members[0];
+  }
+  std::vector<std::int64_t> groups(static_cast<std::size_t>(rule.n_group));
+  std::iota(groups.begin(), groups.end(), 0);
+  std::stable_sort(groups.begin(), groups.end(),
+                   [&](std::int64_t a, std::int64_t b) { return score[a] > score[b]; });
+  std::vector<bool> group_kept(static_cast<std::size_t>(rule.n_group), false);
+  for (std::int64_t i = 0; i < rule.topk_group; ++i) group_kept[groups[i]] = true;
+  for (std::int64_t e = 0; e < experts; ++e) kept[e] = group_kept[e / size];
+  return kept;
+}
+
 /// The routing of one token: its top_k weights and expert ids from its `experts` logits.
 /// `bias` (empty or one per expert) shifts the choice, not the weights; equal choice scores
 /// keep the smaller id first.
 inline void route_token(const double* logits, const std::vector<double>& bias, std::int64_t experts,
-                        std::int64_t top_k, bool sigmoid, bool renormalize, double scale,
-                        double* weights, std::int64_t* ids) {
+                        const RouteRule& rule, double* weights, std::int64_t* ids) {
   std::vector<double> s(static_cast<std::size_t>(experts));
-  if (sigmoid) {
+  if (rule.sigmoid) {
     for (std::int64_t e = 0; e < experts; ++e) s[e] = 1.0 / (1.0 + std::exp(-logits[e]));
   } else {
     const double peak = *std::max_element(logits, logits + experts);
@@ -38,14 +73,17 @@ inline void route_token(const double* logits, const std::vector<double>& bias, s
   }
   std::vector<double> c(static_cast<std::size_t>(experts));
   for (std::int64_t e = 0; e < experts; ++e) c[e] = s[e] + (bias.empty() ? 0.0 : bias[e]);
-  std::vector<std::int64_t> order(static_cast<std::size_t>(experts));
-  std::iota(order.begin(), order.end(), 0);
+  const std::vector<bool> kept = kept_experts(c, !bias.empty(), rule);
+  std::vector<std::int64_t> order;
+  for (std::int64_t e = 0; e < experts; ++e) {
+    if (kept[e]) order.push_back(e);
+  }
   std::stable_sort(order.begin(), order.end(),
                    [&](std::int64_t a, std::int64_t b) { return c[a] > c[b]; });
   double total = 0;
-  for (std::int64_t k = 0; k < top_k; ++k) total += s[order[k]];
-  for (std::int64_t k = 0; k < top_k; ++k) {
-    weights[k] = s[order[k]] / (renormalize ? total : 1.0) * scale;
+  for (std::int64_t k = 0; k < rule.top_k; ++k) total += s[order[k]];
+  for (std::int64_t k = 0; k < rule.top_k; ++k) {
+    weights[k] = s[order[k]] / (rule.renormalize ? total : 1.0) * rule.scale;
     ids[k] = order[k];
   }
 }

@@ -184,17 +184,19 @@ std::vector<Tensor> fused_moe_rows(std::span<const Tensor> in, const ParamMap& p
   const std::int64_t experts = in[1].size(1);
   const std::int64_t top_k = std::get<std::int64_t>(p.at("top_k"));
   const Values bias = values_of(in[4]);
-  const bool sigmoid = text_param(p, "scoring") == "sigmoid";
-  const bool renormalize = std::get<bool>(p.at("renormalize"));
-  const double scale = std::get<double>(p.at("routed_scaling_factor"));
+  const ref::RouteRule rule{.top_k = top_k,
+                            .sigmoid = text_param(p, "scoring") == "sigmoid",
+                            .renormalize = std::get<bool>(p.at("renormalize")),
+                            .scale = std::get<double>(p.at("routed_scaling_factor")),
+                            .n_group = std::get<std::int64_t>(p.at("n_group")),
+                            .topk_group = std::get<std::int64_t>(p.at("topk_group"))};
   std::vector<Values> weights;
   std::vector<std::vector<std::int64_t>> ids;
   for (const std::int64_t t : rows) {
     const Values logits = row_of(in[1], t);
     Values w(static_cast<std::size_t>(top_k));
     std::vector<std::int64_t> id(static_cast<std::size_t>(top_k));
-    ref::route_token(logits.data(), bias, experts, top_k, sigmoid, renormalize, scale, w.data(),
-                     id.data());
+    ref::route_token(logits.data(), bias, experts, rule, w.data(), id.data());
     weights.push_back(round_to(w, DType::float32));  // handed to the experts as float32
     ids.push_back(std::move(id));
   }
