@@ -12,7 +12,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <typeindex>
+#include <utility>
 #include <vector>
 
 #include "tileops/core/device.h"
@@ -30,7 +32,8 @@ struct DeviceFacts {
 
 /// Base of every call spec: the immutable, hashable facts of one call that affect selection and
 /// building. A derived call spec adds shapes, dtypes and semantic parameters, defaults its
-/// operator==, and defines `std::size_t hash() const` and `std::string str() const`.
+/// operator==, and defines `std::size_t hash() const` and `std::string str() const` inline in its
+/// contract header (hash_fields, spec_text).
 /// It never states device facts itself; only key_for accepts `facts`.
 struct CallSpec {
   Device device;
@@ -41,6 +44,52 @@ struct CallSpec {
 /// Combines a value into a running hash.
 inline void hash_combine(std::size_t& seed, std::size_t value) noexcept {
   seed ^= value + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2);
+}
+
+/// A call spec's hash from its device and fields (integers, bools, enums such as DType): what
+/// every `hash()` of a call spec returns, so that a contract defines it in one line.
+template <class... Fields>
+std::size_t hash_fields(const Device& device, const Fields&... fields) noexcept {
+  std::size_t seed = std::hash<Device>{}(device);
+  const auto one = [](const auto& v) -> std::size_t {
+    using V = std::remove_cvref_t<decltype(v)>;
+    if constexpr (std::is_enum_v<V>) {
+      return std::hash<std::underlying_type_t<V>>{}(static_cast<std::underlying_type_t<V>>(v));
+    } else {
+      return std::hash<V>{}(v);
+    }
+  };
+  (hash_combine(seed, one(fields)), ...);
+  return seed;
+}
+
+/// One field of a call spec's text: integers in decimal, bools as true/false, text as is.
+inline std::string spec_field(std::int64_t v) {
+  return std::to_string(v);
+}
+inline std::string spec_field(int v) {
+  return std::to_string(v);
+}
+inline std::string spec_field(bool v) {
+  return v ? "true" : "false";
+}
+inline std::string spec_field(std::string_view v) {
+  return std::string(v);
+}
+inline std::string spec_field(const char* v) {
+  return v;
+}
+
+/// "Name(key=value, ..., device=cuda:0)": a call spec's text, which is also its tuning-database
+/// key, so that a contract defines `str()` in one statement.
+inline std::string spec_text(std::string_view name, const Device& device,
+                             const std::vector<std::pair<std::string_view, std::string>>& fields) {
+  std::string out(name);
+  out += '(';
+  for (const auto& [key, value] : fields) {
+    out.append(key).append("=").append(value).append(", ");
+  }
+  return out.append("device=").append(device.str()).append(")");
 }
 
 /// A built kernel: holds the device program and its configuration. Concrete kernels also derive

@@ -6,7 +6,10 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
+#include "tileops/core/error.h"
 #include "tileops/core/tensor.h"
 #include "tileops/kernel/kernel.h"
 
@@ -28,8 +31,27 @@ struct MoERoutingCall : CallSpec {
   std::int64_t n_group = 1;     ///< expert groups; 1: plain top-k
   std::int64_t topk_group = 1;  ///< groups kept per token
   friend bool operator==(const MoERoutingCall&, const MoERoutingCall&) = default;
-  std::size_t hash() const;
-  std::string str() const;
+  std::size_t hash() const {
+    return hash_fields(device, tokens, experts, top_k, logits_dtype, sigmoid, renormalize, has_bias,
+                       n_group, topk_group);
+  }
+  /// A tuning-database key: it keeps the spelling recorded before the type was renamed, and
+  /// names the groups only when there are several (plain routing keeps its recorded keys).
+  std::string str() const {
+    std::vector<std::pair<std::string_view, std::string>> fields{
+        {"tokens", spec_field(tokens)},
+        {"experts", spec_field(experts)},
+        {"top_k", spec_field(top_k)},
+        {"logits", spec_field(dtype_name(logits_dtype))},
+        {"scoring", sigmoid ? "sigmoid" : "softmax"},
+        {"renormalize", spec_field(renormalize)},
+        {"bias", spec_field(has_bias)}};
+    if (n_group != 1) {
+      fields.emplace_back("n_group", spec_field(n_group));
+      fields.emplace_back("topk_group", spec_field(topk_group));
+    }
+    return spec_text("MoeRoutingCall", device, fields);
+  }
 };
 
 /// logits [tokens, experts]; bias [experts] float32 or nullptr; weights [tokens, top_k] float32;
@@ -54,8 +76,20 @@ struct MoEPermuteCall : CallSpec {
   DType dtype = DType::bfloat16;
   bool has_map = false;
   friend bool operator==(const MoEPermuteCall&, const MoEPermuteCall&) = default;
-  std::size_t hash() const;
-  std::string str() const;
+  std::size_t hash() const {
+    return hash_fields(device, tokens, hidden, top_k, num_experts, rows, dtype, has_map);
+  }
+  /// A tuning-database key: it keeps the spelling recorded before the type was renamed.
+  std::string str() const {
+    return spec_text("MoePermuteCall", device,
+                     {{"tokens", spec_field(tokens)},
+                      {"hidden", spec_field(hidden)},
+                      {"top_k", spec_field(top_k)},
+                      {"num_experts", spec_field(num_experts)},
+                      {"rows", spec_field(rows)},
+                      {"dtype", spec_field(dtype_name(dtype))},
+                      {"map", spec_field(has_map)}});
+  }
 };
 
 /// x [tokens, hidden]; ids [tokens, top_k]; map [G] int32 or nullptr; permuted [tokens*top_k,
@@ -82,7 +116,29 @@ class MoEPostPermuteInterface {
 
 /// The grouped GEMM's activation, fused in its epilogue.
 enum class MoEActivation { none, silu_and_mul, gelu_and_mul };
-MoEActivation moe_activation(std::string_view name);  ///< SignatureError for other names
+
+/// The activation's manifest name.
+inline std::string_view moe_activation_name(MoEActivation a) noexcept {
+  switch (a) {
+    case MoEActivation::silu_and_mul:
+      return "silu_and_mul";
+    case MoEActivation::gelu_and_mul:
+      return "gelu_and_mul";
+    case MoEActivation::none:
+      break;
+  }
+  return "none";
+}
+
+/// The activation of a manifest name; SignatureError for other names.
+inline MoEActivation moe_activation(std::string_view name) {
+  for (const auto a :
+       {MoEActivation::none, MoEActivation::silu_and_mul, MoEActivation::gelu_and_mul}) {
+    if (name == moe_activation_name(a)) return a;
+  }
+  throw SignatureError("unknown MoE activation '" + std::string(name) +
+                       "' (expected none, silu_and_mul or gelu_and_mul)");
+}
 
 /// rows × n × k over `experts` groups of rows.
 struct GroupedGemmCall : CallSpec {
@@ -93,8 +149,16 @@ struct GroupedGemmCall : CallSpec {
   DType dtype = DType::bfloat16;
   MoEActivation activation = MoEActivation::none;
   friend bool operator==(const GroupedGemmCall&, const GroupedGemmCall&) = default;
-  std::size_t hash() const;
-  std::string str() const;
+  std::size_t hash() const { return hash_fields(device, rows, n, k, experts, dtype, activation); }
+  std::string str() const {
+    return spec_text("GroupedGemmCall", device,
+                     {{"rows", spec_field(rows)},
+                      {"n", spec_field(n)},
+                      {"k", spec_field(k)},
+                      {"experts", spec_field(experts)},
+                      {"dtype", spec_field(dtype_name(dtype))},
+                      {"activation", spec_field(moe_activation_name(activation))}});
+  }
 };
 
 /// a [rows, k]; offsets [experts + 1] int32; b [experts, n, k]; c [rows, n or n / 2].

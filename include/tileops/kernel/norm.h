@@ -21,8 +21,15 @@ struct RMSNormCall : CallSpec {
   DType dtype = DType::float32;
   bool fused_add = false;
   friend bool operator==(const RMSNormCall&, const RMSNormCall&) = default;
-  std::size_t hash() const;
-  std::string str() const;
+  std::size_t hash() const { return hash_fields(device, rows, cols, dtype, fused_add); }
+  /// A tuning-database key: it keeps the spelling recorded before the type was renamed.
+  std::string str() const {
+    return spec_text("RmsNormCall", device,
+                     {{"rows", spec_field(rows)},
+                      {"cols", spec_field(cols)},
+                      {"dtype", spec_field(dtype_name(dtype))},
+                      {"fused_add", spec_field(fused_add)}});
+  }
 };
 
 /// The kernel interface both norm ops call. Contract:

@@ -19,8 +19,14 @@ struct TokenGroupQuantCall : CallSpec {
   std::int64_t group_size = 128;
   DType dtype = DType::bfloat16;
   friend bool operator==(const TokenGroupQuantCall&, const TokenGroupQuantCall&) = default;
-  std::size_t hash() const;
-  std::string str() const;
+  std::size_t hash() const { return hash_fields(device, rows, cols, group_size, dtype); }
+  std::string str() const {
+    return spec_text("TokenGroupQuantCall", device,
+                     {{"rows", spec_field(rows)},
+                      {"cols", spec_field(cols)},
+                      {"group_size", spec_field(group_size)},
+                      {"dtype", spec_field(dtype_name(dtype))}});
+  }
 };
 
 /// x [rows, cols] contiguous; q [rows, cols] float8_e4m3fn; scales [rows, cols / group_size]

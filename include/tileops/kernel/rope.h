@@ -20,8 +20,17 @@ struct LongRoPECall : CallSpec {
   DType positions_dtype = DType::int64;
   std::int64_t half_dim = 0;
   friend bool operator==(const LongRoPECall&, const LongRoPECall&) = default;
-  std::size_t hash() const;
-  std::string str() const;
+  std::size_t hash() const {
+    return hash_fields(device, dtype, has_positions, positions_dtype, half_dim);
+  }
+  /// A tuning-database key: it keeps the spelling recorded before the type was renamed.
+  std::string str() const {
+    return spec_text(
+        "LongRopeCall", device,
+        {{"dtype", spec_field(dtype_name(dtype))},
+         {"positions", has_positions ? spec_field(dtype_name(positions_dtype)) : "none"},
+         {"half_dim", spec_field(half_dim)}});
+  }
 };
 
 /// The kernel interface of LongRoPE. Contract: x and y contiguous [batch, seq, heads, 2R] of

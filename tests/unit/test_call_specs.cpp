@@ -1,0 +1,105 @@
+// The call specs of the kernel contracts: their text is the tuning database's key, so it is pinned
+// here character for character (a change orphans recorded tunings); equal specs hash alike.
+#include <gtest/gtest.h>
+
+#include "tileops/kernel/moe.h"
+#include "tileops/kernel/norm.h"
+#include "tileops/kernel/quant.h"
+#include "tileops/kernel/rope.h"
+
+namespace {
+
+using tileops::Device;
+using tileops::DType;
+
+TEST(CallSpecs, NormAndRopeTextIsTheRecordedKey) {
+  tileops::RMSNormCall norm;
+  norm.device = Device::cpu();
+  norm.rows = 2;
+  norm.cols = 8;
+  norm.dtype = DType::bfloat16;
+  norm.fused_add = true;
+  EXPECT_EQ(norm.str(), "RmsNormCall(rows=2, cols=8, dtype=bfloat16, fused_add=true, device=cpu)");
+  tileops::LongRoPECall rope;
+  rope.device = Device::cpu();
+  rope.dtype = DType::float16;
+  rope.half_dim = 48;
+  EXPECT_EQ(rope.str(), "LongRopeCall(dtype=float16, positions=none, half_dim=48, device=cpu)");
+  rope.has_positions = true;
+  rope.positions_dtype = DType::int32;
+  EXPECT_EQ(rope.str(), "LongRopeCall(dtype=float16, positions=int32, half_dim=48, device=cpu)");
+}
+
+TEST(CallSpecs, MoETextIsTheRecordedKey) {
+  tileops::MoERoutingCall routing;
+  routing.device = Device::cpu();
+  routing.tokens = 4;
+  routing.experts = 256;
+  routing.top_k = 8;
+  routing.sigmoid = true;
+  routing.renormalize = true;
+  routing.has_bias = true;
+  EXPECT_EQ(routing.str(),
+            "MoeRoutingCall(tokens=4, experts=256, top_k=8, logits=float32, scoring=sigmoid, "
+            "renormalize=true, bias=true, device=cpu)");
+  routing.n_group = 8;
+  routing.topk_group = 4;
+  EXPECT_EQ(routing.str(),
+            "MoeRoutingCall(tokens=4, experts=256, top_k=8, logits=float32, scoring=sigmoid, "
+            "renormalize=true, bias=true, n_group=8, topk_group=4, device=cpu)");
+  tileops::MoEPermuteCall permute;
+  permute.device = Device::cpu();
+  permute.tokens = 4;
+  permute.hidden = 64;
+  permute.top_k = 2;
+  permute.num_experts = 8;
+  EXPECT_EQ(permute.str(),
+            "MoePermuteCall(tokens=4, hidden=64, top_k=2, num_experts=8, rows=0, dtype=bfloat16, "
+            "map=false, device=cpu)");
+  tileops::GroupedGemmCall gemm;
+  gemm.device = Device::cpu();
+  gemm.rows = 32;
+  gemm.n = 64;
+  gemm.k = 16;
+  gemm.experts = 8;
+  gemm.activation = tileops::MoEActivation::silu_and_mul;
+  EXPECT_EQ(gemm.str(),
+            "GroupedGemmCall(rows=32, n=64, k=16, experts=8, dtype=bfloat16, "
+            "activation=silu_and_mul, device=cpu)");
+  tileops::TokenGroupQuantCall quant;
+  quant.device = Device::cpu();
+  quant.rows = 4;
+  quant.cols = 256;
+  EXPECT_EQ(quant.str(),
+            "TokenGroupQuantCall(rows=4, cols=256, group_size=128, dtype=bfloat16, device=cpu)");
+}
+
+TEST(CallSpecs, EqualSpecsHashAlikeAndAFieldChangesTheHash) {
+  tileops::GroupedGemmCall a;
+  a.device = Device::cpu();
+  a.rows = 32;
+  a.n = 64;
+  tileops::GroupedGemmCall b = a;
+  EXPECT_EQ(a.hash(), b.hash());
+  b.activation = tileops::MoEActivation::gelu_and_mul;
+  EXPECT_NE(a.hash(), b.hash());
+  b = a;
+  b.rows = 33;
+  EXPECT_NE(a.hash(), b.hash());
+}
+
+TEST(CallSpecs, ActivationNamesRoundTripAndUnknownNamesAreRefused) {
+  for (const auto a : {tileops::MoEActivation::none, tileops::MoEActivation::silu_and_mul,
+                       tileops::MoEActivation::gelu_and_mul}) {
+    EXPECT_EQ(tileops::moe_activation(tileops::moe_activation_name(a)), a);
+  }
+  try {
+    (void)tileops::moe_activation("relu");
+    ADD_FAILURE() << "relu accepted";
+  } catch (const tileops::SignatureError& e) {
+    EXPECT_STREQ(e.what(),
+                 "unknown MoE activation 'relu' (expected none, silu_and_mul or gelu_and_mul)");
+  }
+}
+
+}  // namespace
