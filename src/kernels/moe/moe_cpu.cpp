@@ -1,4 +1,4 @@
-#include "kernels/moe/moe_cpu.h"
+#include "kernels/moe/moe_impls.h"
 
 #include <fmt/format.h>
 

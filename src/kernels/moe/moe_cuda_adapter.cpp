@@ -1,6 +1,6 @@
 #if TILEOPS_WITH_CUDA
 
-#include "kernels/moe/moe_cuda_adapter.h"
+#include "kernels/moe/moe_impls.h"
 
 #include <vector>
 

@@ -1,4 +1,4 @@
-#include "kernels/norm/rms_norm_cpu.h"
+#include "kernels/norm/rms_norm_impls.h"
 
 #include <cmath>
 #include <vector>

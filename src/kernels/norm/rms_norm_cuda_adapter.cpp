@@ -1,6 +1,6 @@
 #if TILEOPS_WITH_CUDA
 
-#include "kernels/norm/rms_norm_cuda_adapter.h"
+#include "kernels/norm/rms_norm_impls.h"
 
 #include <algorithm>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "kernels/quant/token_group_quant_cpu.h"
+#include "kernels/quant/token_group_quant_impls.h"
 
 #include <cmath>
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "kernels/rope/long_rope_cpu.h"
+#include "kernels/rope/long_rope_impls.h"
 
 #include <cmath>
 #include <numbers>

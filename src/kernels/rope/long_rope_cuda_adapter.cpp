@@ -1,6 +1,6 @@
 #if TILEOPS_WITH_CUDA
 
-#include "kernels/rope/long_rope_cuda_adapter.h"
+#include "kernels/rope/long_rope_impls.h"
 
 #include <fmt/format.h>
 

@@ -2,8 +2,7 @@
 // hands contiguous tensors to its kernel interface; the implementation is selected per call spec.
 #include <fmt/format.h>
 
-#include "kernels/moe/moe_cpu.h"
-#include "kernels/moe/moe_cuda_adapter.h"
+#include "kernels/moe/moe_impls.h"
 #include "tileops/ops/moe.h"
 
 namespace tileops {

@@ -2,8 +2,7 @@
 // the rms_norm interface; the implementation is selected per call spec by the base class.
 #include <fmt/format.h>
 
-#include "kernels/norm/rms_norm_cpu.h"
-#include "kernels/norm/rms_norm_cuda_adapter.h"
+#include "kernels/norm/rms_norm_impls.h"
 #include "ops/rows_view.h"
 #include "tileops/ops/norm.h"
 

@@ -1,7 +1,7 @@
 // PerTokenGroupQuantFP8FwdOp: hands contiguous tensors to the token-group quantization interface.
 // Only a CPU implementation exists so far; on CUDA the kernel table reports that no in-tree
 // kernel runs there (OpNotAvailableError), as for any op without a kernel on a device.
-#include "kernels/quant/token_group_quant_cpu.h"
+#include "kernels/quant/token_group_quant_impls.h"
 #include "tileops/ops/quant.h"
 
 namespace tileops {

@@ -4,8 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "kernels/rope/long_rope_cpu.h"
-#include "kernels/rope/long_rope_cuda_adapter.h"
+#include "kernels/rope/long_rope_impls.h"
 #include "tileops/ops/rope.h"
 
 namespace tileops {

@@ -1,18 +1,34 @@
-// Internal: the CUDA implementation of the rms_norm interface (Hopper, sm_90a). Wraps the
-// launcher of rms_norm_launch_cuda.cu; exposes its configuration and tunes among its candidates.
+// Internal: the implementations of the RMSNorm kernel interfaces that the op classes list: the
+// CPU one (every machine) and, in CUDA builds, the adapter over the CUDA launcher (Hopper).
+// rms_norm_cpu.cpp and rms_norm_cuda_adapter.cpp define them.
 #pragma once
 
-#if TILEOPS_WITH_CUDA
+#include "tileops/kernel/norm.h"
 
+#if TILEOPS_WITH_CUDA
 #include <mutex>
 #include <optional>
 #include <string>
-
 #include "kernels/norm/rms_norm_cuda.h"
 #include "kernels/tuned_launch.h"
-#include "tileops/kernel/norm.h"
+#endif
 
 namespace tileops {
+
+class RMSNormCpu final : public Kernel, public RMSNormInterface {
+ public:
+  using Interface = RMSNormInterface;
+  static std::vector<Device::Type> devices() { return {Device::Type::cpu}; }
+  static constexpr bool general = true;
+  explicit RMSNormCpu(const RMSNormCall& call) : call_(call) {}
+  void forward(const Tensor& x, const Tensor* residual, const Tensor& weight, const Tensor& y,
+               double eps) override;
+
+ private:
+  RMSNormCall call_;
+};
+
+#if TILEOPS_WITH_CUDA
 
 class RMSNormCuda final : public Kernel, public RMSNormInterface {
  public:
@@ -40,6 +56,6 @@ class RMSNormCuda final : public Kernel, public RMSNormInterface {
   std::string last_refusal_;
 };
 
-}  // namespace tileops
-
 #endif  // TILEOPS_WITH_CUDA
+
+}  // namespace tileops

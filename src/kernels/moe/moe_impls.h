@@ -1,18 +1,72 @@
-// Internal: the CUDA implementations of the MoE kernel interfaces (Hopper, sm_90a). Wrap the
-// launchers of moe_cuda.h; the grouped GEMM exposes its configuration and tunes among its
-// candidates.
+// Internal: the implementations of the MoE kernel interfaces that the op classes list: the
+// CPU one (every machine) and, in CUDA builds, the adapter over the CUDA launcher (Hopper).
+// moe_cpu.cpp and moe_cuda_adapter.cpp define them. The CPU ones check the values they depend on
+// (ids, offsets, indices) and raise SignatureError for bad ones.
 #pragma once
 
-#if TILEOPS_WITH_CUDA
-
-#include <mutex>
-#include <optional>
-
-#include "kernels/moe/moe_cuda.h"
-#include "kernels/tuned_launch.h"
 #include "tileops/kernel/moe.h"
 
+#if TILEOPS_WITH_CUDA
+#include <mutex>
+#include <optional>
+#include "kernels/moe/moe_cuda.h"
+#include "kernels/tuned_launch.h"
+#endif
+
 namespace tileops {
+
+class MoERoutingCpu final : public Kernel, public MoERoutingInterface {
+ public:
+  using Interface = MoERoutingInterface;
+  static std::vector<Device::Type> devices() { return {Device::Type::cpu}; }
+  static constexpr bool general = true;
+  explicit MoERoutingCpu(const MoERoutingCall& call) : call_(call) {}
+  void forward(const Tensor& logits, const Tensor* bias, const Tensor& weights, const Tensor& ids,
+               double routed_scaling_factor) override;
+
+ private:
+  MoERoutingCall call_;
+};
+
+class MoEPrePermuteCpu final : public Kernel, public MoEPrePermuteInterface {
+ public:
+  using Interface = MoEPrePermuteInterface;
+  static std::vector<Device::Type> devices() { return {Device::Type::cpu}; }
+  static constexpr bool general = true;
+  explicit MoEPrePermuteCpu(const MoEPermuteCall& call) : call_(call) {}
+  void forward(const Tensor& x, const Tensor& ids, const Tensor* map, const Tensor& permuted,
+               const Tensor& offsets, const Tensor& inverse) override;
+
+ private:
+  MoEPermuteCall call_;
+};
+
+class MoEPostPermuteCpu final : public Kernel, public MoEPostPermuteInterface {
+ public:
+  using Interface = MoEPostPermuteInterface;
+  static std::vector<Device::Type> devices() { return {Device::Type::cpu}; }
+  static constexpr bool general = true;
+  explicit MoEPostPermuteCpu(const MoEPermuteCall& call) : call_(call) {}
+  void forward(const Tensor& expert_out, const Tensor& weights, const Tensor& inverse,
+               const Tensor& y, double scale) override;
+
+ private:
+  MoEPermuteCall call_;
+};
+
+class GroupedGemmCpu final : public Kernel, public GroupedGemmInterface {
+ public:
+  using Interface = GroupedGemmInterface;
+  static std::vector<Device::Type> devices() { return {Device::Type::cpu}; }
+  static constexpr bool general = true;
+  explicit GroupedGemmCpu(const GroupedGemmCall& call) : call_(call) {}
+  void forward(const Tensor& a, const Tensor& offsets, const Tensor& b, const Tensor& c) override;
+
+ private:
+  GroupedGemmCall call_;
+};
+
+#if TILEOPS_WITH_CUDA
 
 class MoERoutingCuda final : public Kernel, public MoERoutingInterface {
  public:
@@ -73,6 +127,6 @@ class GroupedGemmCuda final : public Kernel, public GroupedGemmInterface {
   TunedConfigs<int, cuda_kernels::GroupedGemmConfig> configs_;
 };
 
-}  // namespace tileops
-
 #endif  // TILEOPS_WITH_CUDA
+
+}  // namespace tileops

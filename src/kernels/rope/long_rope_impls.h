@@ -1,17 +1,37 @@
-// Internal: the CUDA implementation of the long_rope interface (Hopper, sm_90a). Wraps the
-// launcher of long_rope_cuda.cu; exposes its configuration and tunes among its candidates.
+// Internal: the implementations of the LongRoPE kernel interfaces that the op classes list: the
+// CPU one (every machine) and, in CUDA builds, the adapter over the CUDA launcher (Hopper).
+// long_rope_cpu.cpp and long_rope_cuda_adapter.cpp define them.
 #pragma once
 
-#if TILEOPS_WITH_CUDA
-
-#include <optional>
-#include <tuple>
-
-#include "kernels/rope/long_rope_cuda.h"
-#include "kernels/tuned_launch.h"
 #include "tileops/kernel/rope.h"
 
+#if TILEOPS_WITH_CUDA
+#include <optional>
+#include <tuple>
+#include "kernels/rope/long_rope_cuda.h"
+#include "kernels/tuned_launch.h"
+#endif
+
 namespace tileops {
+
+class LongRoPECpu final : public Kernel, public LongRoPEInterface {
+ public:
+  using Interface = LongRoPEInterface;
+  static std::vector<Device::Type> devices() { return {Device::Type::cpu}; }
+  static constexpr bool general = true;
+  explicit LongRoPECpu(const LongRoPECall& call) : call_(call) {}
+  void forward(const Tensor& x, const Tensor* positions, const Tensor& inv_freq, const Tensor& y,
+               std::int64_t batch, std::int64_t seq, std::int64_t heads,
+               double attention_scaling) override;
+
+ private:
+  LongRoPECall call_;
+};
+
+/// The rotation angle of position p for frequency f, reduced to [-pi, pi] in double precision.
+double long_rope_reduced_angle(double position, double inv_freq);
+
+#if TILEOPS_WITH_CUDA
 
 class LongRoPECuda final : public Kernel, public LongRoPEInterface {
  public:
@@ -34,6 +54,6 @@ class LongRoPECuda final : public Kernel, public LongRoPEInterface {
   TunedConfigs<Shape, cuda_kernels::LongRoPEConfig> configs_;
 };
 
-}  // namespace tileops
-
 #endif  // TILEOPS_WITH_CUDA
+
+}  // namespace tileops
