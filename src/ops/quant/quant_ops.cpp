@@ -1,4 +1,7 @@
-// The double-precision reference of PerTokenGroupQuantFP8FwdOp: amax and the scale in double
+// PerTokenGroupQuantFP8FwdOp: hands contiguous tensors to the token-group quantization interface.
+// Only a CPU implementation exists so far; on CUDA the kernel table reports that no in-tree
+// kernel runs there (OpNotAvailableError), as for any op without a kernel on a device.
+// Then its double-precision reference: amax and the scale in double
 // (the scale rounded once to float32, as the op hands it over), the quotient rounded to float32
 // as the manifest defines it, then to the nearest float8_e4m3fn value found among all finite
 // codes decoded here from the format's definition (not through tileops/core/half.h).
@@ -8,10 +11,38 @@
 #include <limits>
 #include <vector>
 
-#include "tileops/core/value.h"
+#include "kernels/quant/token_group_quant_impls.h"
 #include "tileops/base/reference.h"
+#include "tileops/core/value.h"
+#include "tileops/ops/quant.h"
 
 namespace tileops {
+
+std::vector<InterfaceInfo> PerTokenGroupQuantFP8FwdOp::interfaces() {
+  return {interface<TokenGroupQuantInterface>()};
+}
+
+std::vector<ImplementationInfo> PerTokenGroupQuantFP8FwdOp::kernel_types() {
+  return {implementation<TokenGroupQuantCpu>("token_group_quant_fp8_cpu", "TokenGroupQuantCpu")};
+}
+
+void PerTokenGroupQuantFP8FwdOp::forward(const SignatureCall& call, const Tensor& x,
+                                         const Tensor& q, const Tensor& scales) {
+  TokenGroupQuantCall spec;
+  spec.device = call.device;
+  spec.rows = x.size(0);
+  spec.cols = x.size(1);
+  spec.group_size = params().group_size;
+  spec.dtype = x.dtype();
+  auto& kernel = kernel_for<TokenGroupQuantInterface>(spec);
+  if (x.numel() == 0) return;
+  kernel.forward(x.contiguous(), q, scales, params().eps);
+}
+
+TILEOPS_REGISTER_OP(PerTokenGroupQuantFP8FwdOp)
+
+// ---- the double-precision reference ---------------------------------------------------------
+
 namespace {
 
 /// The finite e4m3fn code `c` (1 sign, 4 exponent bits with bias 7, 3 mantissa bits).
