@@ -108,6 +108,20 @@ def grouped_gemm(device: str, dtype: torch.dtype, m: int, e: int, n: int, k: int
                 f"{m}x{n}x{k}-e{e}-{activation}-{dtype}")
 
 
+def grouped_gemm_fp8(device: str, m: int, e: int, n: int, k: int, activation: str,
+                     block_n: int = 128, block_k: int = 128) -> Case:
+    # e4m3 values of about unit size, scales near 1 (activations) and 1 / sqrt(K) (weights)
+    a = _randn((m, k), torch.float32, "cpu", 19).to(torch.float8_e4m3fn).to(device)
+    a_scales = (0.5 + torch.rand(m, k // block_k, generator=_gen(20))).to(device)
+    b = _randn((e, n, k), torch.float32, "cpu", 21).to(torch.float8_e4m3fn).to(device)
+    n_blocks = (n + block_n - 1) // block_n
+    b_scales = ((0.5 + torch.rand(e, n_blocks, k // block_k, generator=_gen(22))) / k**0.5).to(device)
+    offs = offsets_for(m, e, 23).to(device)
+    params = {"activation": activation, "block_n": block_n, "block_k": block_k}
+    return Case("MoEGroupedGemmFP8FwdOp", params, (a, a_scales, offs, b, b_scales),
+                f"{m}x{n}x{k}-e{e}-{activation}-b{block_n}x{block_k}")
+
+
 def post_permute(device: str, dtype: torch.dtype, m: int, k: int, h: int) -> Case:
     r = m * k
     expert_out = _randn((r, h), dtype, device, 16)
@@ -141,6 +155,9 @@ def cases(device: str) -> list[Case]:
         out.append(grouped_gemm(device, dtype, 24, 4, 32, 48, "none"))
         out.append(grouped_gemm(device, dtype, 16, 3, 64, 32, "silu_and_mul"))
     out.append(grouped_gemm(device, torch.bfloat16, 16, 3, 64, 32, "gelu_and_mul"))
+    out.append(grouped_gemm_fp8(device, 24, 4, 256, 256, "none"))
+    out.append(grouped_gemm_fp8(device, 20, 3, 200, 128, "silu_and_mul"))
+    out.append(grouped_gemm_fp8(device, 12, 2, 64, 192, "gelu_and_mul", 32, 64))
     return out
 
 
@@ -157,6 +174,7 @@ SAMPLE_BUILDERS: dict[str, Callable[..., Case]] = {
     "MoETopKRoutingFwdOp": routing,
     "MoEPrePermuteFwdOp": pre_permute,
     "MoEGroupedGemmFwdOp": grouped_gemm,
+    "MoEGroupedGemmFP8FwdOp": grouped_gemm_fp8,
     "MoEPostPermuteFwdOp": post_permute,
     "PerTokenGroupQuantFP8FwdOp": token_group_quant,
 }

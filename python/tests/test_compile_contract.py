@@ -70,6 +70,11 @@ def cold_grouped_gemm(device: str) -> None:
     _cold_compile(samples.grouped_gemm(device, torch.bfloat16, 16, 3, 64, 32, "silu_and_mul"))
 
 
+@register_compile_contract("MoEGroupedGemmFP8FwdOp")
+def cold_grouped_gemm_fp8(device: str) -> None:
+    _cold_compile(samples.grouped_gemm_fp8(device, 20, 3, 256, 256, "silu_and_mul"))
+
+
 @register_compile_contract("MoEPostPermuteFwdOp")
 def cold_post_permute(device: str) -> None:
     _cold_compile(samples.post_permute(device, torch.float32, 4, 2, 16))

@@ -149,6 +149,24 @@ def test_grouped_gemm(device: str, dtype: torch.dtype, activation: str) -> None:
     _close(samples.build(case)(a, offs, b), grouped_gemm_ref(a, offs, b, activation), dtype)
 
 
+def grouped_gemm_fp8_ref(a: torch.Tensor, a_scales: torch.Tensor, offsets: torch.Tensor, b: torch.Tensor,
+                         b_scales: torch.Tensor, activation: str, block_n: int, block_k: int) -> torch.Tensor:
+    """The dequantized operands in float64 (each e4m3 value times its block's scale)."""
+    n = b.shape[1]
+    a64 = a.double().cpu() * a_scales.double().cpu().repeat_interleave(block_k, 1)
+    bs = b_scales.double().cpu().repeat_interleave(block_n, 1)[:, :n].repeat_interleave(block_k, 2)
+    return grouped_gemm_ref(a64, offsets, b.double().cpu() * bs, activation)
+
+
+@pytest.mark.parametrize("activation", ["none", "silu_and_mul", "gelu_and_mul"])
+def test_grouped_gemm_fp8(device: str, activation: str) -> None:
+    # N = 200: a partial last weight block; blocks of 64 x 64
+    case = samples.grouped_gemm_fp8(device, 20, 3, 200, 256, activation, 64, 64)
+    got = samples.build(case)(*case.inputs)
+    assert got.dtype == torch.bfloat16
+    _close(got, grouped_gemm_fp8_ref(*case.inputs, activation, 64, 64), torch.bfloat16)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_post_permute(device: str, dtype: torch.dtype) -> None:
     case = samples.post_permute(device, dtype, 6, 2, 32)

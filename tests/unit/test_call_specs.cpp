@@ -72,6 +72,20 @@ TEST(CallSpecs, MoETextIsTheRecordedKey) {
   quant.cols = 256;
   EXPECT_EQ(quant.str(),
             "TokenGroupQuantCall(rows=4, cols=256, group_size=128, dtype=bfloat16, device=cpu)");
+  tileops::GroupedGemmFP8Call fp8;
+  fp8.device = Device::cpu();
+  fp8.rows = 4096;
+  fp8.n = 4096;
+  fp8.k = 7168;
+  fp8.experts = 256;
+  fp8.block_n = 64;
+  EXPECT_EQ(fp8.str(),
+            "GroupedGemmFP8Call(rows=4096, n=4096, k=7168, experts=256, block_n=64, block_k=128, "
+            "activation=none, device=cpu)");
+  tileops::GroupedGemmFP8Call other = fp8;
+  EXPECT_EQ(other.hash(), fp8.hash());
+  other.block_k = 64;
+  EXPECT_NE(other.hash(), fp8.hash());
 }
 
 TEST(CallSpecs, EqualSpecsHashAlikeAndAFieldChangesTheHash) {

@@ -171,4 +171,42 @@ class GroupedGemmInterface {
                        const Tensor& c) = 0;
 };
 
+/// rows × n × k of e4m3 over `experts` groups of rows, one float32 scale per 1 × block_k of a and
+/// per block_n × block_k of b; bfloat16 out.
+struct GroupedGemmFP8Call : CallSpec {
+  std::int64_t rows = 0;
+  std::int64_t n = 0;
+  std::int64_t k = 0;
+  std::int64_t experts = 0;
+  std::int64_t block_n = 128;
+  std::int64_t block_k = 128;
+  MoEActivation activation = MoEActivation::none;
+  friend bool operator==(const GroupedGemmFP8Call&, const GroupedGemmFP8Call&) = default;
+  std::size_t hash() const {
+    return hash_fields(device, rows, n, k, experts, block_n, block_k, activation);
+  }
+  std::string str() const {
+    return spec_text("GroupedGemmFP8Call", device,
+                     {{"rows", spec_field(rows)},
+                      {"n", spec_field(n)},
+                      {"k", spec_field(k)},
+                      {"experts", spec_field(experts)},
+                      {"block_n", spec_field(block_n)},
+                      {"block_k", spec_field(block_k)},
+                      {"activation", spec_field(moe_activation_name(activation))}});
+  }
+};
+
+/// a [rows, k] e4m3; a_scales [rows, k / block_k] float32; offsets [experts + 1] int32;
+/// b [experts, n, k] e4m3; b_scales [experts, ceil(n / block_n), k / block_k] float32;
+/// c [rows, n or n / 2] bfloat16 (manifest/moe.yaml, MoEGroupedGemmFP8FwdOp, defines the values).
+class GroupedGemmFP8Interface {
+ public:
+  static constexpr std::string_view name = "moe_grouped_gemm_fp8";
+  using Request = GroupedGemmFP8Call;
+  virtual ~GroupedGemmFP8Interface() = default;
+  virtual void forward(const Tensor& a, const Tensor& a_scales, const Tensor& offsets,
+                       const Tensor& b, const Tensor& b_scales, const Tensor& c) = 0;
+};
+
 }  // namespace tileops

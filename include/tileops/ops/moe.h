@@ -61,6 +61,23 @@ class MoEGroupedGemmFwdOp final : public gen::MoEGroupedGemmFwdOpBase<MoEGrouped
                const Tensor& b, const Tensor& c);
 };
 
+/// c = op(a, a_scales, expert_offsets, b, b_scales): the FP8 block-scaled grouped GEMM. No CUDA
+/// implementation yet: a CUDA call raises OpNotAvailableError.
+class MoEGroupedGemmFP8FwdOp final
+    : public gen::MoEGroupedGemmFP8FwdOpBase<MoEGroupedGemmFP8FwdOp> {
+ public:
+  using MoEGroupedGemmFP8FwdOpBase::MoEGroupedGemmFP8FwdOpBase;
+  static std::vector<InterfaceInfo> interfaces();
+  static std::vector<ImplementationInfo> kernel_types();
+  /// Uniform routing, e4m3 values of a quantized uniform distribution, scales near 1 / 448.
+  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
+                                             Device device);
+  std::string roof_key() const override;
+  void forward(const SignatureCall& call, const Tensor& a, const Tensor& a_scales,
+               const Tensor& expert_offsets, const Tensor& b, const Tensor& b_scales,
+               const Tensor& c);
+};
+
 /// y = op(expert_out, topk_weights, inverse).
 class MoEPostPermuteFwdOp final : public gen::MoEPostPermuteFwdOpBase<MoEPostPermuteFwdOp> {
  public:

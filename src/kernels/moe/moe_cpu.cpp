@@ -12,6 +12,7 @@
 #include "kernels/cpu/elements.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/moe/moe_activation_cpu.h"
 
 namespace tileops {
 namespace {
@@ -245,13 +246,8 @@ void MoEPostPermuteCpu::forward(const Tensor& expert_out, const Tensor& weights,
 
 namespace {
 
-float silu(float g) {
-  return g / (1.0f + std::exp(-g));
-}
-float gelu_tanh(float g) {
-  constexpr float kSqrt2OverPi = 0.7978845608028654f;
-  return 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g)));
-}
+using moe_cpu::gelu_tanh;
+using moe_cpu::silu;
 
 /// Groups of fewer rows than this multiply their expert's weights row by row, converting each
 /// weight row once into a small buffer: a converted copy of the weights for OpenBLAS would move

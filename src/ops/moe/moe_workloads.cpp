@@ -93,6 +93,20 @@ std::vector<Tensor> MoEGroupedGemmFwdOp::workload_inputs(const InstantiatedCase&
           weights(c, 2, seed, device)};
 }
 
+// e4m3 values in [-2, 2), activation scales in [0.5, 1) and weight scales in [0.5, 1) / sqrt(K):
+// the outputs have the magnitude of the bf16 op's, far from bf16's limits.
+std::vector<Tensor> MoEGroupedGemmFP8FwdOp::workload_inputs(const InstantiatedCase& c,
+                                                            std::uint64_t seed, Device device) {
+  const std::int64_t rows = spec(c, 0).shape[0];
+  const std::int64_t experts = spec(c, 3).shape[0];
+  const double k = static_cast<double>(std::max<std::int64_t>(1, spec(c, 0).shape[1]));
+  const auto uniform = [&](std::size_t i, double lo, double hi) {
+    return Tensor::rand(spec(c, i).shape, spec(c, i).dtype, seed + i, device, lo, hi);
+  };
+  return {uniform(0, -2.0, 2.0), uniform(1, 0.5, 1.0), uniform_offsets(rows, experts, device),
+          uniform(3, -2.0, 2.0), uniform(4, 0.5 / std::sqrt(k), 1.0 / std::sqrt(k))};
+}
+
 std::vector<Tensor> MoEPostPermuteFwdOp::workload_inputs(const InstantiatedCase& c,
                                                          std::uint64_t seed, Device device) {
   const std::int64_t rows = spec(c, 0).shape[0];

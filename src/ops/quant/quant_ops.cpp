@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/quant/token_group_quant_impls.h"
+#include "ops/quant/e4m3_reference.h"
 #include "tileops/base/reference.h"
 #include "tileops/core/value.h"
 #include "tileops/ops/quant.h"
@@ -45,14 +46,7 @@ TILEOPS_REGISTER_OP(PerTokenGroupQuantFP8FwdOp)
 
 namespace {
 
-/// The finite e4m3fn code `c` (1 sign, 4 exponent bits with bias 7, 3 mantissa bits).
-double e4m3_value(int c) {
-  const int exponent = (c >> 3) & 0xf;
-  const int mantissa = c & 0x7;
-  const double magnitude =
-      exponent == 0 ? std::ldexp(mantissa, -9) : std::ldexp(1.0 + mantissa / 8.0, exponent - 7);
-  return (c & 0x80) != 0 ? -magnitude : magnitude;
-}
+using reference_fp8::e4m3_value;
 
 /// v (finite, |v| <= 448) to the nearest e4m3fn value; a tie goes to the even code. The
 /// non-negative finite codes 0..126 increase with their value, so a binary search finds the
