@@ -122,6 +122,19 @@ def grouped_gemm_fp8(device: str, m: int, e: int, n: int, k: int, activation: st
                 f"{m}x{n}x{k}-e{e}-{activation}-b{block_n}x{block_k}")
 
 
+def grouped_gemm_fp8_masked(device: str, e: int, max_m: int, n: int, k: int, activation: str,
+                            counts: list[int], block_n: int = 128, block_k: int = 128) -> Case:
+    a = _randn((e, max_m, k), torch.float32, "cpu", 24).to(torch.float8_e4m3fn).to(device)
+    a_scales = (0.5 + torch.rand(e, max_m, k // block_k, generator=_gen(25))).to(device)
+    b = _randn((e, n, k), torch.float32, "cpu", 26).to(torch.float8_e4m3fn).to(device)
+    n_blocks = (n + block_n - 1) // block_n
+    b_scales = ((0.5 + torch.rand(e, n_blocks, k // block_k, generator=_gen(27))) / k**0.5).to(device)
+    cnt = torch.tensor(counts, dtype=torch.int32).to(device)
+    params = {"activation": activation, "block_n": block_n, "block_k": block_k}
+    return Case("MoEGroupedGemmFP8MaskedFwdOp", params, (a, a_scales, cnt, b, b_scales),
+                f"{e}x{max_m}x{n}x{k}-{activation}-b{block_n}x{block_k}")
+
+
 def post_permute(device: str, dtype: torch.dtype, m: int, k: int, h: int) -> Case:
     r = m * k
     expert_out = _randn((r, h), dtype, device, 16)
@@ -158,6 +171,8 @@ def cases(device: str) -> list[Case]:
     out.append(grouped_gemm_fp8(device, 24, 4, 256, 256, "none"))
     out.append(grouped_gemm_fp8(device, 20, 3, 200, 128, "silu_and_mul"))
     out.append(grouped_gemm_fp8(device, 12, 2, 64, 192, "gelu_and_mul", 32, 64))
+    out.append(grouped_gemm_fp8_masked(device, 3, 8, 256, 128, "none", [8, 0, 3]))
+    out.append(grouped_gemm_fp8_masked(device, 2, 5, 64, 192, "silu_and_mul", [2, 5], 32, 64))
     return out
 
 
@@ -175,6 +190,7 @@ SAMPLE_BUILDERS: dict[str, Callable[..., Case]] = {
     "MoEPrePermuteFwdOp": pre_permute,
     "MoEGroupedGemmFwdOp": grouped_gemm,
     "MoEGroupedGemmFP8FwdOp": grouped_gemm_fp8,
+    "MoEGroupedGemmFP8MaskedFwdOp": grouped_gemm_fp8_masked,
     "MoEPostPermuteFwdOp": post_permute,
     "PerTokenGroupQuantFP8FwdOp": token_group_quant,
 }

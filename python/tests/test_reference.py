@@ -167,6 +167,19 @@ def test_grouped_gemm_fp8(device: str, activation: str) -> None:
     _close(got, grouped_gemm_fp8_ref(*case.inputs, activation, 64, 64), torch.bfloat16)
 
 
+@pytest.mark.parametrize("activation", ["none", "silu_and_mul"])
+def test_grouped_gemm_fp8_masked(device: str, activation: str) -> None:
+    case = samples.grouped_gemm_fp8_masked(device, 3, 6, 128, 256, activation, [6, 0, 4], 64, 64)
+    a, a_scales, counts, b, b_scales = case.inputs
+    got = samples.build(case)(*case.inputs)
+    want = torch.zeros(got.shape, dtype=torch.float64)  # rows past the counts are 0
+    for e, c in enumerate(counts.tolist()):
+        one = torch.tensor([0, c], dtype=torch.int32)
+        want[e, :c] = grouped_gemm_fp8_ref(a[e, :c], a_scales[e, :c], one, b[e : e + 1],
+                                           b_scales[e : e + 1], activation, 64, 64)
+    _close(got, want, torch.bfloat16)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_post_permute(device: str, dtype: torch.dtype) -> None:
     case = samples.post_permute(device, dtype, 6, 2, 32)

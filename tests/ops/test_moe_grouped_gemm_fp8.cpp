@@ -1,5 +1,6 @@
-// MoEGroupedGemmFP8FwdOp on the CPU: hand-computed values, the double-precision reference on
-// several shapes, the defined results of 0, inf and NaN scales, and the shape rules.
+// MoEGroupedGemmFP8FwdOp and its masked layout, MoEGroupedGemmFP8MaskedFwdOp, on the CPU:
+// hand-computed values, the double-precision reference on several shapes, the defined results of
+// 0, inf and NaN scales, the zero rows past the counts, and the shape rules.
 //
 // Tolerance, per output element (u = 2^-24, float32's unit roundoff; bfloat16's is 2^-8). Let
 // t_k = (a_k s_a)(b_k s_b) be the exact terms, S = sum_k t_k and A = sum_k |t_k|. The CPU
@@ -51,16 +52,27 @@ Tensor ints(const std::vector<std::int32_t>& v) {
   return t;
 }
 
-/// The operands of one call, float32 where the op reads e4m3 (converted by `inputs`).
+/// The operands of one call, float32 where the op reads e4m3 (converted by `inputs`). With
+/// max_m > 0 the masked layout: rows = experts * max_m and `offsets` holds the counts.
 struct Operands {
   std::int64_t rows, experts, n, k, block_n, block_k;
   std::vector<double> a, a_scales, b, b_scales;
   std::vector<std::int32_t> offsets;
+  std::int64_t max_m = 0;
 
   std::int64_t kblocks() const { return k / block_k; }
   std::int64_t nblocks() const { return (n + block_n - 1) / block_n; }
+  std::int64_t first(std::int64_t e) const { return max_m > 0 ? e * max_m : offsets[e]; }
+  std::int64_t count(std::int64_t e) const {
+    return max_m > 0 ? offsets[e] : offsets[e + 1] - offsets[e];
+  }
   std::vector<Tensor> inputs() const {
-    return {floats(a, {rows, k}).to(DType::float8_e4m3fn), floats(a_scales, {rows, kblocks()}),
+    const Sizes rows_of_a = max_m > 0 ? Sizes{experts, max_m} : Sizes{rows};
+    Sizes a_sizes = rows_of_a;
+    a_sizes.push_back(k);
+    Sizes a_scale_sizes = rows_of_a;
+    a_scale_sizes.push_back(kblocks());
+    return {floats(a, a_sizes).to(DType::float8_e4m3fn), floats(a_scales, a_scale_sizes),
             ints(offsets), floats(b, {experts, n, k}).to(DType::float8_e4m3fn),
             floats(b_scales, {experts, nblocks(), kblocks()})};
   }
@@ -102,15 +114,25 @@ double abs_sum(const Operands& o, const std::vector<double>& a8, const std::vect
 /// Checks the op against the reference within the bound of the head comment, and the rows
 /// outside the groups for exact zeros.
 void expect_matches_reference(const Operands& o, const std::string& act, const std::string& what) {
-  MoEGroupedGemmFP8FwdOp op({.activation = act, .block_n = o.block_n, .block_k = o.block_k});
   const std::vector<Tensor> in = o.inputs();
-  const Tensor c = op(in[0], in[1], in[2], in[3], in[4]);
   const std::int64_t n_out = act == "none" ? o.n : o.n / 2;
+  Tensor c;
+  std::vector<double> ref;
+  if (o.max_m > 0) {
+    MoEGroupedGemmFP8MaskedFwdOp op(
+        {.activation = act, .block_n = o.block_n, .block_k = o.block_k});
+    c = op(in[0], in[1], in[2], in[3], in[4]);
+    ASSERT_EQ(c.sizes(), (Sizes{o.experts, o.max_m, n_out})) << what;
+    ref = run_reference("MoEGroupedGemmFP8MaskedFwdOp", in, op.param_values())[0].to_vector();
+  } else {
+    MoEGroupedGemmFP8FwdOp op({.activation = act, .block_n = o.block_n, .block_k = o.block_k});
+    c = op(in[0], in[1], in[2], in[3], in[4]);
+    ASSERT_EQ(c.sizes(), (Sizes{o.rows, n_out})) << what;
+    ref = run_reference("MoEGroupedGemmFP8FwdOp", in, op.param_values())[0].to_vector();
+  }
   ASSERT_EQ(c.dtype(), DType::bfloat16) << what;
-  ASSERT_EQ(c.sizes(), (Sizes{o.rows, n_out})) << what;
   const std::vector<double> got = c.to_vector();
-  const std::vector<double> ref =
-      run_reference("MoEGroupedGemmFP8FwdOp", in, op.param_values())[0].to_vector();
+  ASSERT_EQ(ref.size(), got.size()) << what;
   const std::vector<double> a8 = in[0].to_vector();
   const std::vector<double> b8 = in[3].to_vector();
   const auto accumulation = [&](double abs) {
@@ -119,7 +141,7 @@ void expect_matches_reference(const Operands& o, const std::string& act, const s
   std::vector<bool> grouped(static_cast<std::size_t>(o.rows), false);
   int failures = 0;
   for (std::int64_t e = 0; e < o.experts; ++e) {
-    for (std::int64_t r = o.offsets[e]; r < o.offsets[e + 1]; ++r) {
+    for (std::int64_t r = o.first(e); r < o.first(e) + o.count(e); ++r) {
       grouped[r] = true;
       for (std::int64_t j = 0; j < n_out && failures < 10; ++j) {
         double err = 0;
@@ -318,6 +340,75 @@ TEST(MoEGroupedGemmFP8, ShapeRulesAndOffsetsAreSignatureErrors) {
               HasSubstr("shape rule 'block_k >= 1' does not hold"));
   EXPECT_THAT(message_of([] { MoEGroupedGemmFP8FwdOp({.block_n = 0}); }),
               HasSubstr("shape rule 'block_n >= 1' does not hold"));
+}
+
+// ---- the masked layout ------------------------------------------------------------------------
+
+TEST(MoEGroupedGemmFP8Masked, MatchesReferenceOnShapes) {
+  struct Shape {
+    std::int64_t experts, max_m, n, k, block_n, block_k;
+    std::vector<std::int32_t> counts;
+    std::string act;
+  };
+  const std::vector<Shape> shapes = {
+      // no rows, a few (row by row), all max_m, 17 (OpenBLAS)
+      {4, 20, 256, 256, 128, 128, {0, 3, 20, 17}, "none"},
+      {2, 8, 200, 384, 128, 128, {5, 0}, "silu_and_mul"},
+      {3, 6, 64, 192, 32, 64, {6, 1, 2}, "gelu_and_mul"},
+      {2, 4, 128, 128, 128, 128, {0, 0}, "none"},
+  };
+  unsigned seed = 40;
+  for (const Shape& s : shapes) {
+    Operands o = random_operands(s.experts, s.n, s.k, s.block_n, s.block_k, s.counts,
+                                 s.experts * s.max_m, seed++);
+    o.max_m = s.max_m;
+    expect_matches_reference(o, s.act, "masked " + s.act + " N=" + std::to_string(s.n));
+  }
+}
+
+TEST(MoEGroupedGemmFP8Masked, RowsPastTheCountsAreWrittenAsZero) {
+  Operands o = random_operands(2, 128, 128, 128, 128, {1, 3}, 8, 50);
+  o.max_m = 4;
+  const std::vector<Tensor> in = o.inputs();
+  MoEGroupedGemmFP8MaskedFwdOp op(MoEGroupedGemmFP8MaskedFwdOp::Params{});
+  const Tensor out = Tensor::full({2, 4, 128}, kNaN, DType::bfloat16);
+  op(in[0], in[1], in[2], in[3], in[4], out);
+  for (const auto& [e, r] : std::vector<std::pair<int, int>>{{0, 1}, {0, 2}, {0, 3}, {1, 3}}) {
+    for (std::int64_t j = 0; j < 128; ++j) ASSERT_EQ(out.item_at({e, r, j}), 0.0) << e << r << j;
+  }
+  for (const auto& [e, r] : std::vector<std::pair<int, int>>{{0, 0}, {1, 0}, {1, 2}}) {
+    EXPECT_TRUE(std::isfinite(out.item_at({e, r, 0}))) << e << r;
+  }
+}
+
+TEST(MoEGroupedGemmFP8Masked, CountsOutsideMaxMAndShapeRulesAreSignatureErrors) {
+  MoEGroupedGemmFP8MaskedFwdOp op(MoEGroupedGemmFP8MaskedFwdOp::Params{});
+  const Tensor a = Tensor::zeros({2, 8, 256}, DType::float8_e4m3fn);
+  const Tensor as = Tensor::zeros({2, 8, 2}, DType::float32);
+  const Tensor b = Tensor::zeros({2, 128, 256}, DType::float8_e4m3fn);
+  const Tensor bs = Tensor::zeros({2, 1, 2}, DType::float32);
+  EXPECT_THROW(op(a, as, ints({3, 9}), b, bs), SignatureError);
+  EXPECT_THAT(message_of([&] {
+                op(a, as, ints({3, 9}), b, bs);
+              }),
+              HasSubstr("MoEGroupedGemmFP8MaskedFwdOp: counts[1] = 9 is outside [0, max_m = 8]"));
+  EXPECT_THAT(message_of([&] {
+                op(a, as, ints({-1, 0}), b, bs);
+              }),
+              HasSubstr("counts[0] = -1 is outside [0, max_m = 8]"));
+  EXPECT_NO_THROW(op(a, as, ints({8, 0}), b, bs));
+  // counts of one expert where a holds two; a_scales of the wrong width
+  EXPECT_THROW(op(a, as, ints({3}), b, bs), SignatureError);
+  EXPECT_THROW(op(a, Tensor::zeros({2, 8, 1}, DType::float32), ints({3, 3}), b, bs),
+               SignatureError);
+  EXPECT_THAT(message_of([&] {
+                op(Tensor::zeros({2, 8, 200}, DType::float8_e4m3fn),
+                   Tensor::zeros({2, 8, 1}, DType::float32), ints({1, 1}),
+                   Tensor::zeros({2, 128, 200}, DType::float8_e4m3fn),
+                   Tensor::zeros({2, 1, 1}, DType::float32));
+              }),
+              HasSubstr("MoEGroupedGemmFP8MaskedFwdOp: shape rule 'K % block_k == 0' does not "
+                        "hold"));
 }
 
 }  // namespace

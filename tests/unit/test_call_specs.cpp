@@ -80,8 +80,8 @@ TEST(CallSpecs, MoETextIsTheRecordedKey) {
   fp8.experts = 256;
   fp8.block_n = 64;
   EXPECT_EQ(fp8.str(),
-            "GroupedGemmFP8Call(rows=4096, n=4096, k=7168, experts=256, block_n=64, block_k=128, "
-            "activation=none, device=cpu)");
+            "GroupedGemmFP8Call(rows=4096, max_m=0, n=4096, k=7168, experts=256, block_n=64, "
+            "block_k=128, activation=none, device=cpu)");
   tileops::GroupedGemmFP8Call other = fp8;
   EXPECT_EQ(other.hash(), fp8.hash());
   other.block_k = 64;

@@ -172,9 +172,11 @@ class GroupedGemmInterface {
 };
 
 /// rows × n × k of e4m3 over `experts` groups of rows, one float32 scale per 1 × block_k of a and
-/// per block_n × block_k of b; bfloat16 out.
+/// per block_n × block_k of b; bfloat16 out. `max_m` > 0: the masked layout, `rows` = experts ×
+/// max_m.
 struct GroupedGemmFP8Call : CallSpec {
   std::int64_t rows = 0;
+  std::int64_t max_m = 0;
   std::int64_t n = 0;
   std::int64_t k = 0;
   std::int64_t experts = 0;
@@ -183,11 +185,12 @@ struct GroupedGemmFP8Call : CallSpec {
   MoEActivation activation = MoEActivation::none;
   friend bool operator==(const GroupedGemmFP8Call&, const GroupedGemmFP8Call&) = default;
   std::size_t hash() const {
-    return hash_fields(device, rows, n, k, experts, block_n, block_k, activation);
+    return hash_fields(device, rows, max_m, n, k, experts, block_n, block_k, activation);
   }
   std::string str() const {
     return spec_text("GroupedGemmFP8Call", device,
                      {{"rows", spec_field(rows)},
+                      {"max_m", spec_field(max_m)},
                       {"n", spec_field(n)},
                       {"k", spec_field(k)},
                       {"experts", spec_field(experts)},
@@ -206,6 +209,18 @@ class GroupedGemmFP8Interface {
   using Request = GroupedGemmFP8Call;
   virtual ~GroupedGemmFP8Interface() = default;
   virtual void forward(const Tensor& a, const Tensor& a_scales, const Tensor& offsets,
+                       const Tensor& b, const Tensor& b_scales, const Tensor& c) = 0;
+};
+
+/// The masked layout: a [experts, max_m, k] e4m3; a_scales [experts, max_m, k / block_k];
+/// counts [experts] int32; b and b_scales as above; c [experts, max_m, n or n / 2] bfloat16
+/// (manifest/moe.yaml, MoEGroupedGemmFP8MaskedFwdOp).
+class GroupedGemmFP8MaskedInterface {
+ public:
+  static constexpr std::string_view name = "moe_grouped_gemm_fp8_masked";
+  using Request = GroupedGemmFP8Call;
+  virtual ~GroupedGemmFP8MaskedInterface() = default;
+  virtual void forward(const Tensor& a, const Tensor& a_scales, const Tensor& counts,
                        const Tensor& b, const Tensor& b_scales, const Tensor& c) = 0;
 };
 

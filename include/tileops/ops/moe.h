@@ -78,6 +78,22 @@ class MoEGroupedGemmFP8FwdOp final
                const Tensor& c);
 };
 
+/// c = op(a, a_scales, counts, b, b_scales): the FP8 grouped GEMM on the masked layout. No CUDA
+/// implementation yet: a CUDA call raises OpNotAvailableError.
+class MoEGroupedGemmFP8MaskedFwdOp final
+    : public gen::MoEGroupedGemmFP8MaskedFwdOpBase<MoEGroupedGemmFP8MaskedFwdOp> {
+ public:
+  using MoEGroupedGemmFP8MaskedFwdOpBase::MoEGroupedGemmFP8MaskedFwdOpBase;
+  static std::vector<InterfaceInfo> interfaces();
+  static std::vector<ImplementationInfo> kernel_types();
+  /// max_m / 8 rows per expert, values and scales as MoEGroupedGemmFP8FwdOp's.
+  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
+                                             Device device);
+  std::string roof_key() const override;
+  void forward(const SignatureCall& call, const Tensor& a, const Tensor& a_scales,
+               const Tensor& counts, const Tensor& b, const Tensor& b_scales, const Tensor& c);
+};
+
 /// y = op(expert_out, topk_weights, inverse).
 class MoEPostPermuteFwdOp final : public gen::MoEPostPermuteFwdOpBase<MoEPostPermuteFwdOp> {
  public:

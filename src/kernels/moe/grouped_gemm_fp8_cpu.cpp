@@ -122,6 +122,30 @@ void finish_rows(const std::vector<float>& acc, std::int64_t m, std::int64_t n,
   }
 }
 
+/// c = the GEMM of expert e's rows [first[e], first[e] + count[e]) of a, for every e; the other
+/// rows of c (outside every group) are 0.
+void grouped_gemm(const GroupedGemmFP8Call& call, const Tensor& a, const Tensor& a_scales,
+                  const Tensor& b, const Tensor& b_scales, const std::vector<std::int64_t>& first,
+                  const std::vector<std::int64_t>& count, const Tensor& c) {
+  const std::int64_t n_out = call.activation != MoEActivation::none ? call.n / 2 : call.n;
+  auto* cp = c.data<BFloat16>();
+  std::vector<bool> computed(static_cast<std::size_t>(call.rows), false);
+  const Operands in{static_cast<const std::uint8_t*>(a.data_ptr()), a_scales.data<float>(),
+                    static_cast<const std::uint8_t*>(b.data_ptr()), b_scales.data<float>()};
+  ExpertGemm gemm(call, in);
+  std::vector<float> acc;
+  for (std::int64_t e = 0; e < call.experts; ++e) {
+    if (count[e] == 0) continue;
+    gemm.run(e, first[e], count[e], acc);
+    finish_rows(acc, count[e], call.n, call.activation, cp + first[e] * n_out);
+    std::fill_n(computed.begin() + first[e], count[e], true);
+  }
+  const BFloat16 zero = cpu::from_float<BFloat16>(0.0f);
+  for (std::int64_t r = 0; r < call.rows; ++r) {
+    if (!computed[r]) std::fill_n(cp + r * n_out, n_out, zero);
+  }
+}
+
 }  // namespace
 
 void GroupedGemmFP8Cpu::forward(const Tensor& a, const Tensor& a_scales, const Tensor& offsets,
@@ -136,21 +160,28 @@ void GroupedGemmFP8Cpu::forward(const Tensor& a, const Tensor& a_scales, const T
           e, op[e], experts, call_.rows));
     }
   }
-  const std::int64_t n_out = call_.activation != MoEActivation::none ? call_.n / 2 : call_.n;
-  auto* cp = c.data<BFloat16>();
-  const BFloat16 zero = cpu::from_float<BFloat16>(0.0f);
-  std::fill_n(cp, op[0] * n_out, zero);
-  std::fill_n(cp + op[experts] * n_out, (call_.rows - op[experts]) * n_out, zero);
-  const Operands in{static_cast<const std::uint8_t*>(a.data_ptr()), a_scales.data<float>(),
-                    static_cast<const std::uint8_t*>(b.data_ptr()), b_scales.data<float>()};
-  ExpertGemm gemm(call_, in);
-  std::vector<float> acc;
+  std::vector<std::int64_t> first(op, op + experts);
+  std::vector<std::int64_t> count(static_cast<std::size_t>(experts));
+  for (std::int64_t e = 0; e < experts; ++e) count[e] = op[e + 1] - op[e];
+  grouped_gemm(call_, a, a_scales, b, b_scales, first, count, c);
+}
+
+void GroupedGemmFP8MaskedCpu::forward(const Tensor& a, const Tensor& a_scales, const Tensor& counts,
+                                      const Tensor& b, const Tensor& b_scales, const Tensor& c) {
+  const std::int32_t* cnt = counts.data<std::int32_t>();
+  const std::int64_t experts = call_.experts;
+  std::vector<std::int64_t> first(static_cast<std::size_t>(experts));
+  std::vector<std::int64_t> count(static_cast<std::size_t>(experts));
   for (std::int64_t e = 0; e < experts; ++e) {
-    const std::int64_t m = op[e + 1] - op[e];
-    if (m == 0) continue;
-    gemm.run(e, op[e], m, acc);
-    finish_rows(acc, m, call_.n, call_.activation, cp + op[e] * n_out);
+    if (cnt[e] < 0 || cnt[e] > call_.max_m) {
+      throw SignatureError(
+          fmt::format("MoEGroupedGemmFP8MaskedFwdOp: counts[{}] = {} is outside [0, max_m = {}]", e,
+                      cnt[e], call_.max_m));
+    }
+    first[e] = e * call_.max_m;
+    count[e] = cnt[e];
   }
+  grouped_gemm(call_, a, a_scales, b, b_scales, first, count, c);
 }
 
 }  // namespace tileops

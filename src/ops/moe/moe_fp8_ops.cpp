@@ -1,9 +1,11 @@
-// MoEGroupedGemmFP8FwdOp: hands contiguous tensors to the FP8 grouped GEMM interface. Only a CPU
-// implementation exists so far; on CUDA the kernel table reports that no in-tree kernel runs
-// there (OpNotAvailableError), as for PerTokenGroupQuantFP8FwdOp.
+// MoEGroupedGemmFP8FwdOp and MoEGroupedGemmFP8MaskedFwdOp: hand contiguous tensors to the FP8
+// grouped GEMM interfaces. Only CPU implementations exist so far; on CUDA the kernel table
+// reports that no in-tree kernel runs there (OpNotAvailableError), as for
+// PerTokenGroupQuantFP8FwdOp.
 // Then its double-precision reference: every e4m3 code decoded from the format's definition
 // (ops/quant/e4m3_reference.h), times its float32 scale in double, the products summed in
 // double and the activation applied in double; the result is handed over as float32.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -51,7 +53,43 @@ void MoEGroupedGemmFP8FwdOp::forward(const SignatureCall& call, const Tensor& a,
   if (!c.is_contiguous()) c.copy_(out);
 }
 
+std::vector<InterfaceInfo> MoEGroupedGemmFP8MaskedFwdOp::interfaces() {
+  return {interface<GroupedGemmFP8MaskedInterface>()};
+}
+
+std::vector<ImplementationInfo> MoEGroupedGemmFP8MaskedFwdOp::kernel_types() {
+  return {implementation<GroupedGemmFP8MaskedCpu>("moe_grouped_gemm_fp8_masked_cpu",
+                                                  "GroupedGemmFP8MaskedCpu")};
+}
+
+std::string MoEGroupedGemmFP8MaskedFwdOp::roof_key() const {
+  return "tensor_core.fp8";
+}
+
+void MoEGroupedGemmFP8MaskedFwdOp::forward(const SignatureCall& call, const Tensor& a,
+                                           const Tensor& a_scales, const Tensor& counts,
+                                           const Tensor& b, const Tensor& b_scales,
+                                           const Tensor& c) {
+  GroupedGemmFP8Call spec;
+  spec.device = call.device;
+  spec.experts = a.size(0);
+  spec.max_m = a.size(1);
+  spec.rows = spec.experts * spec.max_m;
+  spec.k = a.size(2);
+  spec.n = b.size(1);
+  spec.block_n = params().block_n;
+  spec.block_k = params().block_k;
+  spec.activation = moe_activation(params().activation);
+  auto& kernel = kernel_for<GroupedGemmFP8MaskedInterface>(spec);
+  if (c.numel() == 0) return;
+  const Tensor out = c.is_contiguous() ? c : Tensor::empty(c.sizes(), c.dtype(), c.device());
+  kernel.forward(a.contiguous(), a_scales.contiguous(), counts.contiguous(), b.contiguous(),
+                 b_scales.contiguous(), out);
+  if (!c.is_contiguous()) c.copy_(out);
+}
+
 TILEOPS_REGISTER_OP(MoEGroupedGemmFP8FwdOp)
+TILEOPS_REGISTER_OP(MoEGroupedGemmFP8MaskedFwdOp)
 
 // ---- the double-precision reference ---------------------------------------------------------
 
@@ -66,9 +104,14 @@ std::vector<double> e4m3_values(const Tensor& t) {
   return v;
 }
 
-std::vector<Tensor> grouped_gemm_fp8_reference(std::span<const Tensor> in, const ParamMap& p) {
-  const std::int64_t rows = in[0].size(0);
-  const std::int64_t k = in[0].size(1);
+/// c [rows, n_out] (float32 of double): expert e's rows [first[e], first[e] + count[e]) of a
+/// (flattened to rows of K) times its weights; the other rows 0. in: a, a_scales, (offsets or
+/// counts), b, b_scales.
+Tensor fp8_gemm_rows(std::span<const Tensor> in, const ParamMap& p,
+                     const std::vector<std::int64_t>& first,
+                     const std::vector<std::int64_t>& count) {
+  const std::int64_t k = in[0].sizes().back();
+  const std::int64_t rows = in[0].numel() / std::max<std::int64_t>(1, k);
   const std::int64_t experts = in[3].size(0);
   const std::int64_t n = in[3].size(1);
   const std::int64_t block_n = std::get<std::int64_t>(p.at("block_n"));
@@ -78,13 +121,13 @@ std::vector<Tensor> grouped_gemm_fp8_reference(std::span<const Tensor> in, const
   const std::int64_t nblocks = (n + block_n - 1) / block_n;
   const std::vector<double> a = e4m3_values(in[0]);
   const std::vector<double> as = in[1].to(Device::cpu()).to_vector();
-  const std::vector<double> offsets = in[2].to(Device::cpu()).to_vector();
   const std::vector<double> b = e4m3_values(in[3]);
   const std::vector<double> bs = in[4].to(Device::cpu()).to_vector();
   // Dequantized, as the manifest's sum reads them: a[r, k] * a_scales[r, k / block_k] ...
   std::vector<double> ad(a.size());
-  for (std::int64_t i = 0; i < rows * k; ++i)
+  for (std::int64_t i = 0; i < rows * k; ++i) {
     ad[i] = a[i] * as[(i / k) * kblocks + i % k / block_k];
+  }
   // ... and b[e, j, k] * b_scales[e, j / block_n, k / block_k].
   std::vector<double> bd(b.size());
   for (std::int64_t i = 0; i < experts * n * k; ++i) {
@@ -96,17 +139,47 @@ std::vector<Tensor> grouped_gemm_fp8_reference(std::span<const Tensor> in, const
   Tensor c = Tensor::zeros({rows, n_out}, DType::float32);
   float* cp = c.data<float>();
   for (std::int64_t e = 0; e < experts; ++e) {
-    for (auto r = static_cast<std::int64_t>(offsets[e]); r < offsets[e + 1]; ++r) {
+    for (std::int64_t r = first[e]; r < first[e] + count[e]; ++r) {
       const std::vector<double> row =
           moe_reference::gemm_row(ad.data() + r * k, bd.data() + e * n * k, n, k, act);
       for (std::int64_t j = 0; j < n_out; ++j) cp[r * n_out + j] = static_cast<float>(row[j]);
     }
   }
-  return {c};
+  return c;
+}
+
+std::vector<Tensor> grouped_gemm_fp8_reference(std::span<const Tensor> in, const ParamMap& p) {
+  const std::vector<double> offsets = in[2].to(Device::cpu()).to_vector();
+  std::vector<std::int64_t> first;
+  std::vector<std::int64_t> count;
+  for (std::size_t e = 0; e + 1 < offsets.size(); ++e) {
+    first.push_back(static_cast<std::int64_t>(offsets[e]));
+    count.push_back(static_cast<std::int64_t>(offsets[e + 1] - offsets[e]));
+  }
+  return {fp8_gemm_rows(in, p, first, count)};
+}
+
+/// Expert e's rows start at e * max_m; counts outside [0, max_m] are refused as by the op.
+std::vector<Tensor> grouped_gemm_fp8_masked_reference(std::span<const Tensor> in,
+                                                      const ParamMap& p) {
+  const std::int64_t max_m = in[0].size(1);
+  const std::vector<double> counts = in[2].to(Device::cpu()).to_vector();
+  std::vector<std::int64_t> first;
+  std::vector<std::int64_t> count;
+  for (std::size_t e = 0; e < counts.size(); ++e) {
+    if (counts[e] < 0 || counts[e] > static_cast<double>(max_m)) {
+      throw SignatureError("MoEGroupedGemmFP8MaskedFwdOp reference: a count is outside [0, max_m]");
+    }
+    first.push_back(static_cast<std::int64_t>(e) * max_m);
+    count.push_back(static_cast<std::int64_t>(counts[e]));
+  }
+  const Tensor c = fp8_gemm_rows(in, p, first, count);
+  return {c.reshape({in[0].size(0), max_m, c.size(1)})};
 }
 
 }  // namespace
 
 TILEOPS_REGISTER_REFERENCE(MoEGroupedGemmFP8FwdOp, grouped_gemm_fp8_reference)
+TILEOPS_REGISTER_REFERENCE(MoEGroupedGemmFP8MaskedFwdOp, grouped_gemm_fp8_masked_reference)
 
 }  // namespace tileops

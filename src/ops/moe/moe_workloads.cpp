@@ -107,6 +107,22 @@ std::vector<Tensor> MoEGroupedGemmFP8FwdOp::workload_inputs(const InstantiatedCa
           uniform(3, -2.0, 2.0), uniform(4, 0.5 / std::sqrt(k), 1.0 / std::sqrt(k))};
 }
 
+std::vector<Tensor> MoEGroupedGemmFP8MaskedFwdOp::workload_inputs(const InstantiatedCase& c,
+                                                                  std::uint64_t seed,
+                                                                  Device device) {
+  const auto& a = spec(c, 0).shape;  // [E, max_m, K]
+  const double k = static_cast<double>(std::max<std::int64_t>(1, a[2]));
+  const auto uniform = [&](std::size_t i, double lo, double hi) {
+    return Tensor::rand(spec(c, i).shape, spec(c, i).dtype, seed + i, device, lo, hi);
+  };
+  Tensor counts = Tensor::empty({a[0]}, DType::int32);
+  for (std::int64_t e = 0; e < a[0]; ++e) {
+    counts.data<std::int32_t>()[e] = static_cast<std::int32_t>(a[1] / 8);
+  }
+  return {uniform(0, -2.0, 2.0), uniform(1, 0.5, 1.0), counts.to(device), uniform(3, -2.0, 2.0),
+          uniform(4, 0.5 / std::sqrt(k), 1.0 / std::sqrt(k))};
+}
+
 std::vector<Tensor> MoEPostPermuteFwdOp::workload_inputs(const InstantiatedCase& c,
                                                          std::uint64_t seed, Device device) {
   const std::int64_t rows = spec(c, 0).shape[0];
