@@ -48,6 +48,14 @@ std::vector<Case> cases() {
           MoEGroupedGemmFwdOp::Params{.activation = "silu_and_mul"}),
       {Tensor::randn({33, 48}, DType::bfloat16, 6), offsets,
        weight({4, 40, 48}, DType::bfloat16, 7)});
+  // FP8: e4m3 values, scales per block (two K blocks of 32, a partial weight block of 16 rows)
+  add("grouped_gemm_fp8",
+      std::make_unique<MoEGroupedGemmFP8FwdOp>(MoEGroupedGemmFP8FwdOp::Params{
+          .activation = "gelu_and_mul", .block_n = 16, .block_k = 32}),
+      {Tensor::randn({33, 64}, DType::float8_e4m3fn, 21),
+       Tensor::rand({33, 2}, DType::float32, 22, Device::cpu(), 0.5, 2.0), offsets,
+       Tensor::randn({4, 40, 64}, DType::float8_e4m3fn, 23),
+       Tensor::rand({4, 3, 2}, DType::float32, 24, Device::cpu(), 0.05, 0.2)});
   add("expert_mlp", std::make_unique<MoEExpertMLPFwdOp>(MoEExpertMLPFwdOp::Params{}),
       {Tensor::randn({33, 32}, DType::bfloat16, 8), offsets,
        weight({4, 2 * 24, 32}, DType::bfloat16, 9), weight({4, 32, 24}, DType::bfloat16, 10)});

@@ -177,9 +177,54 @@ std::vector<Tensor> grouped_gemm_fp8_masked_reference(std::span<const Tensor> in
   return {c.reshape({in[0].size(0), max_m, c.size(1)})};
 }
 
+/// The row-sampled reference (`tileops bench` checks DeepSeek-sized cases with it): a sampled
+/// row reads only its expert's weights, dequantized in double once per expert (rows are sorted,
+/// so one expert's rows come together). Each value as fp8_gemm_rows computes it.
+std::vector<Tensor> grouped_gemm_fp8_sampled(std::span<const Tensor> in, const ParamMap& p,
+                                             std::span<const std::int64_t> rows) {
+  const std::int64_t k = in[0].size(1);
+  const std::int64_t n = in[3].size(1);
+  const std::int64_t block_n = std::get<std::int64_t>(p.at("block_n"));
+  const std::int64_t block_k = std::get<std::int64_t>(p.at("block_k"));
+  const std::string act = std::get<std::string>(p.at("activation"));
+  const std::int64_t kblocks = k / block_k;
+  const std::int64_t nblocks = (n + block_n - 1) / block_n;
+  const std::int64_t n_out = act == "none" ? n : n / 2;
+  const std::vector<double> offsets = in[2].to(Device::cpu()).to_vector();
+  const std::vector<double> bs = in[4].to(Device::cpu()).to_vector();
+  std::int64_t expert = -1;
+  std::vector<double> bd;
+  const auto rows_count = static_cast<std::int64_t>(rows.size());
+  Tensor c = Tensor::zeros({rows_count, n_out}, DType::float32);
+  for (std::int64_t i = 0; i < rows_count; ++i) {
+    const std::int64_t r = rows[i];
+    std::int64_t e = 0;
+    while (e + 1 < static_cast<std::int64_t>(offsets.size()) &&
+           !(offsets[e] <= r && r < offsets[e + 1]))
+      ++e;
+    if (e + 1 >= static_cast<std::int64_t>(offsets.size())) continue;  // outside the groups: 0
+    if (e != expert) {
+      bd = e4m3_values(in[3].select(0, e));
+      for (std::int64_t j = 0; j < n * k; ++j) {
+        bd[j] *= bs[(e * nblocks + j / k / block_n) * kblocks + j % k / block_k];
+      }
+      expert = e;
+    }
+    const std::int64_t one[] = {r};
+    std::vector<double> ad = e4m3_values(gather_rows(in[0], one));
+    const std::vector<double> as = gather_rows(in[1], one).to_vector();
+    for (std::int64_t j = 0; j < k; ++j) ad[j] *= as[j / block_k];
+    const std::vector<double> row = moe_reference::gemm_row(ad.data(), bd.data(), n, k, act);
+    for (std::int64_t j = 0; j < n_out; ++j)
+      c.data<float>()[i * n_out + j] = static_cast<float>(row[j]);
+  }
+  return {c};
+}
+
 }  // namespace
 
 TILEOPS_REGISTER_REFERENCE(MoEGroupedGemmFP8FwdOp, grouped_gemm_fp8_reference)
 TILEOPS_REGISTER_REFERENCE(MoEGroupedGemmFP8MaskedFwdOp, grouped_gemm_fp8_masked_reference)
+TILEOPS_REGISTER_SAMPLED_REFERENCE(MoEGroupedGemmFP8FwdOp, grouped_gemm_fp8_sampled)
 
 }  // namespace tileops
