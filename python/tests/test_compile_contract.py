@@ -105,4 +105,6 @@ def test_composites_have_no_compile_op() -> None:
 
 @pytest.mark.parametrize("op_name", sorted(CONTRACTS))
 def test_cold_compile(op_name: str, device: str) -> None:
+    if samples.without_kernel(op_name, device):
+        pytest.skip("no CUDA kernel yet (the error is checked in test_native_path)")
     CONTRACTS[op_name](device)
