@@ -25,6 +25,7 @@ namespace tileops {
 namespace {
 
 using testing::HasSubstr;
+using testing_util::message_of;
 using namespace moe_test;  // NOLINT: the tests' inputs
 
 // Generous: only the failure tests wait for it, and they assert on the message, not the time.
@@ -279,6 +280,33 @@ TEST(ExpertParallel, SimulatedRanksMatchTheSingleDeviceFusedMoE) {
       }
     }
   }
+}
+
+TEST(ExpertParallel, CallsThatBreakTheGroupsConfigurationAreUsageErrors) {
+  LoopbackGroup group(1, kNoTimeout);
+  ExpertParallelPrepareFinalize pf(group.transport(0), {4, 2, 8, DType::bfloat16});
+  const Tensor y = Tensor::empty({3, 8}, DType::bfloat16);
+  EXPECT_THAT(message_of([&] {
+                pf.finalize(Tensor::zeros({3, 8}, DType::bfloat16), y);
+              }),
+              HasSubstr("finalize without a prepare"));
+  const Tensor w = Tensor::rand({3, 2}, DType::float32, 2, Device::cpu(), 0.0, 1.0);
+  const Tensor ids = distinct_ids(3, 2, 4, 1);
+  EXPECT_THAT(message_of([&] {
+                pf.prepare(Tensor::randn({3, 16}, DType::bfloat16, 3), w, ids);
+              }),
+              HasSubstr("x is [3, 16] bfloat16, expected [3, 8] bfloat16"));
+  EXPECT_THROW(pf.prepare(Tensor::randn({3, 8}, DType::float16, 3), w, ids), UsageError);
+  EXPECT_THAT(message_of([&] {
+                pf.prepare(Tensor::randn({3, 8}, DType::bfloat16, 3), w, distinct_ids(3, 1, 4, 1));
+              }),
+              HasSubstr("topk_ids is [3, 1] int32, expected [3, 2] int32"));
+  const MoEPreparedTokens in = pf.prepare(Tensor::randn({3, 8}, DType::bfloat16, 3), w, ids);
+  ASSERT_EQ(in.x.size(0), 3);
+  EXPECT_THAT(message_of([&] {
+                pf.finalize(Tensor::zeros({2, 8}, DType::bfloat16), y);
+              }),
+              HasSubstr("expert_output is [2, 8] bfloat16, expected [3, 8] bfloat16"));
 }
 
 // ---- setup and failure -------------------------------------------------------------------------
