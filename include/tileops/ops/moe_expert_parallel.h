@@ -1,7 +1,7 @@
 // Expert parallelism for FusedMoE (docs/design/expert-parallel.md): the experts are split over
 // the ranks of a group in contiguous blocks; prepare sends each token to the ranks that hold its
 // experts, finalize brings the ranks' partial results back and sums them per token. The bytes move
-// through an ExpertParallelTransport (NCCL on GPUs; an in-process group in the tests).
+// through an ExpertParallelTransport (NCCL on GPUs, not built yet; an in-process group in tests).
 #pragma once
 
 #include <cstddef>
