@@ -1,0 +1,182 @@
+// ExpertParallelPrepareFinalize: dispatch (prepare) and combine (finalize) over a transport, with
+// the index arithmetic of expert_parallel_plan.h. Wire format and protocol:
+// docs/design/expert-parallel.md.
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "ops/moe/expert_parallel_plan.h"
+#include "tileops/ops/moe_expert_parallel.h"
+
+namespace tileops {
+
+namespace ep = expert_parallel;
+
+struct ExpertParallelPrepareFinalize::Pending {
+  ep::DispatchPlan plan;
+  std::vector<std::int64_t> recv_counts;  // rows received from each rank
+  std::int64_t tokens = 0;
+};
+
+namespace {
+
+/// Byte counts per peer for `rows` rows of `row_bytes` each.
+std::vector<std::int64_t> bytes_of(const std::vector<std::int64_t>& rows, std::int64_t row_bytes) {
+  std::vector<std::int64_t> bytes(rows.size());
+  for (std::size_t p = 0; p < rows.size(); ++p) bytes[p] = rows[p] * row_bytes;
+  return bytes;
+}
+
+std::int64_t total(const std::vector<std::int64_t>& counts) {
+  std::int64_t sum = 0;
+  for (const std::int64_t c : counts) sum += c;
+  return sum;
+}
+
+void expect_shape(const Tensor& t, const char* name, std::int64_t rows, std::int64_t cols,
+                  DType dtype) {
+  if (t.dim() != 2 || t.size(0) != rows || t.size(1) != cols || t.dtype() != dtype) {
+    throw UsageError(fmt::format(
+        "ExpertParallelPrepareFinalize: {} is {} {}, expected [{}, {}] {} (the group's "
+        "configuration)",
+        name, describe_sizes(t.sizes()), dtype_name(t.dtype()), rows, cols, dtype_name(dtype)));
+  }
+}
+
+}  // namespace
+
+ExpertParallelPrepareFinalize::ExpertParallelPrepareFinalize(
+    std::shared_ptr<ExpertParallelTransport> transport, ExpertParallelConfig config)
+    : transport_(std::move(transport)), config_(config) {
+  if (!transport_) throw UsageError("ExpertParallelPrepareFinalize: no transport");
+  placement_ = {.num_experts = config_.num_experts,
+                .world_size = transport_->world_size(),
+                .rank = transport_->rank()};
+  // Every rank must agree before any token moves: a mismatch would otherwise surface as wrong
+  // byte counts mid-exchange. The check is collective, so no rank raises alone.
+  const std::vector<std::int64_t> mine = {config_.num_experts, config_.top_k, config_.hidden,
+                                          static_cast<std::int64_t>(config_.dtype),
+                                          placement_.world_size};
+  const std::vector<std::int64_t> all = transport_->all_gather(mine);
+  static constexpr const char* kFields[] = {"num_experts", "top_k", "hidden", "dtype",
+                                            "world_size"};
+  std::string mismatches;
+  for (std::int64_t r = 0; r < placement_.world_size; ++r) {
+    for (std::size_t f = 0; f < mine.size(); ++f) {
+      const std::int64_t theirs = all[static_cast<std::size_t>(r) * mine.size() + f];
+      if (theirs == all[f]) continue;
+      const auto show = [&](std::int64_t v) {
+        return f == 3 ? std::string(dtype_name(static_cast<DType>(v))) : std::to_string(v);
+      };
+      mismatches +=
+          fmt::format("{}{} is {} on rank 0 but {} on rank {}", mismatches.empty() ? "" : "; ",
+                      kFields[f], show(all[f]), show(theirs), r);
+    }
+  }
+  if (!mismatches.empty()) {
+    throw ExpertParallelConfigError(fmt::format(
+        "ExpertParallelPrepareFinalize: the ranks of '{}' disagree on their configuration: {}",
+        transport_->name(), mismatches));
+  }
+  placement_.validate();
+  if (config_.top_k < 1 || config_.hidden < 1) {
+    throw UsageError(
+        fmt::format("ExpertParallelPrepareFinalize: top_k {} and hidden {} must be >= 1",
+                    config_.top_k, config_.hidden));
+  }
+  const std::vector<std::int32_t> map = placement_.expert_map();
+  expert_map_ = Tensor::empty({config_.num_experts}, DType::int32);
+  std::memcpy(expert_map_.data_ptr(), map.data(), map.size() * sizeof(std::int32_t));
+}
+
+ExpertParallelPrepareFinalize::~ExpertParallelPrepareFinalize() = default;
+
+MoEPreparedTokens ExpertParallelPrepareFinalize::prepare(const Tensor& x,
+                                                         const Tensor& topk_weights,
+                                                         const Tensor& topk_ids) {
+  const std::int64_t tokens = x.size(0);
+  const std::int64_t hidden = config_.hidden;
+  const std::int64_t top_k = config_.top_k;
+  expect_shape(x, "x", tokens, hidden, config_.dtype);
+  expect_shape(topk_weights, "topk_weights", tokens, top_k, DType::float32);
+  expect_shape(topk_ids, "topk_ids", tokens, top_k, DType::int32);
+  const Tensor xs = x.contiguous().to(Device::cpu());
+  const Tensor ws = topk_weights.contiguous().to(Device::cpu());
+  const Tensor ids = topk_ids.contiguous().to(Device::cpu());
+
+  auto pending = std::make_unique<Pending>();
+  pending->tokens = tokens;
+  pending->plan =
+      ep::plan_dispatch({ids.data<std::int32_t>(), static_cast<std::size_t>(tokens * top_k)},
+                        tokens, top_k, placement_);
+  const ep::DispatchPlan& plan = pending->plan;
+  pending->recv_counts = transport_->exchange_counts(plan.send_counts);
+
+  // One packed row per (token, rank): the hidden row, then the token's top_k ids and weights (all
+  // of them; the receiver's expert map drops the ones it does not hold).
+  const auto x_bytes = static_cast<std::int64_t>(element_size(config_.dtype)) * hidden;
+  const std::int64_t id_bytes = top_k * 4;
+  const std::int64_t row_bytes = x_bytes + 2 * id_bytes;
+  std::vector<std::byte> send(static_cast<std::size_t>(plan.send_offsets.back() * row_bytes));
+  const auto* x_src = static_cast<const std::byte*>(xs.data_ptr());
+  const auto* ids_src = static_cast<const std::byte*>(ids.data_ptr());
+  const auto* w_src = static_cast<const std::byte*>(ws.data_ptr());
+  for (std::size_t row = 0; row < plan.send_tokens.size(); ++row) {
+    const std::int64_t t = plan.send_tokens[row];
+    std::byte* dst = send.data() + static_cast<std::int64_t>(row) * row_bytes;
+    std::memcpy(dst, x_src + t * x_bytes, static_cast<std::size_t>(x_bytes));
+    std::memcpy(dst + x_bytes, ids_src + t * id_bytes, static_cast<std::size_t>(id_bytes));
+    std::memcpy(dst + x_bytes + id_bytes, w_src + t * id_bytes, static_cast<std::size_t>(id_bytes));
+  }
+  const std::int64_t received = total(pending->recv_counts);
+  std::vector<std::byte> recv(static_cast<std::size_t>(received * row_bytes));
+  transport_->all_to_all(send, bytes_of(plan.send_counts, row_bytes), recv,
+                         bytes_of(pending->recv_counts, row_bytes));
+
+  MoEPreparedTokens out{Tensor::empty({received, hidden}, config_.dtype),
+                        Tensor::empty({received, top_k}, DType::float32),
+                        Tensor::empty({received, top_k}, DType::int32), expert_map_};
+  auto* x_dst = static_cast<std::byte*>(out.x.data_ptr());
+  auto* w_dst = static_cast<std::byte*>(out.topk_weights.data_ptr());
+  auto* ids_dst = static_cast<std::byte*>(out.topk_ids.data_ptr());
+  for (std::int64_t row = 0; row < received; ++row) {
+    const std::byte* src = recv.data() + row * row_bytes;
+    std::memcpy(x_dst + row * x_bytes, src, static_cast<std::size_t>(x_bytes));
+    std::memcpy(ids_dst + row * id_bytes, src + x_bytes, static_cast<std::size_t>(id_bytes));
+    std::memcpy(w_dst + row * id_bytes, src + x_bytes + id_bytes,
+                static_cast<std::size_t>(id_bytes));
+  }
+  pending_ = std::move(pending);
+  const Device device = x.device();
+  return {out.x.to(device), out.topk_weights.to(device), out.topk_ids.to(device),
+          out.expert_map.to(device)};
+}
+
+void ExpertParallelPrepareFinalize::finalize(const Tensor& expert_output, const Tensor& y) {
+  if (!pending_) throw UsageError("ExpertParallelPrepareFinalize: finalize without a prepare");
+  const std::unique_ptr<Pending> pending = std::move(pending_);
+  const ep::DispatchPlan& plan = pending->plan;
+  const std::int64_t hidden = config_.hidden;
+  expect_shape(expert_output, "expert_output", total(pending->recv_counts), hidden, config_.dtype);
+  expect_shape(y, "y", pending->tokens, hidden, config_.dtype);
+
+  // The received rows go back the way they came: the rows from rank p return to p, and land at
+  // the index of their send row there.
+  const Tensor out = expert_output.contiguous().to(Device::cpu());
+  const auto row_bytes = static_cast<std::int64_t>(element_size(config_.dtype)) * hidden;
+  const Tensor returned = Tensor::empty({plan.send_offsets.back(), hidden}, config_.dtype);
+  transport_->all_to_all({static_cast<const std::byte*>(out.data_ptr()), out.nbytes()},
+                         bytes_of(pending->recv_counts, row_bytes),
+                         {static_cast<std::byte*>(returned.data_ptr()), returned.nbytes()},
+                         bytes_of(plan.send_counts, row_bytes));
+
+  // Each rank's partial was rounded to the dtype by its post-permute; the sum of the partials is
+  // taken in float32 and rounded once more (the tolerance this costs: expert-parallel.md).
+  const Tensor partials = returned.to(DType::float32);
+  const Tensor combined = Tensor::empty({pending->tokens, hidden}, DType::float32);
+  ep::combine_rows({partials.data<float>(), static_cast<std::size_t>(partials.numel())}, hidden,
+                   plan, {combined.data<float>(), static_cast<std::size_t>(combined.numel())});
+  y.copy_(combined);
+}
+
+}  // namespace tileops
