@@ -44,7 +44,7 @@ using ck::MoEActivation;
 
 using namespace tileops::kernel_test;  // NOLINT: the shared kernel-test helpers
 
-const char* act_str(MoEActivation a) {
+inline const char* act_str(MoEActivation a) {
   return a == MoEActivation::none ? "none" : a == MoEActivation::silu_and_mul ? "silu" : "gelu";
 }
 
