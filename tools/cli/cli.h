@@ -141,4 +141,24 @@ struct CalibrateOptions {
 CLI::App* add_calibrate_command(CLI::App& app, CalibrateOptions& options);
 int run_calibrate(const CalibrateOptions& options);
 
+/// `tileops ep-id` prints a new NCCL unique id; `tileops ep-check` runs one expert-parallel MoE
+/// layer per rank under scripts/ep-launch.sh (expert_parallel.cpp).
+struct EpCheckOptions {
+  std::int64_t tokens = 512;  ///< per rank
+  std::int64_t experts = 256;
+  std::int64_t hidden = 7168;
+  std::int64_t ffn = 2048;
+  std::int64_t top_k = 8;
+  std::string routing = "random";  ///< random or hot (one expert takes every token)
+  std::string dtype = "bfloat16";
+  int iters = 10;
+  bool reference = true;  ///< compare with the single-device layer (every rank holds all experts)
+  std::int64_t mismatch_rank = -1;  ///< this rank asks for a different top_k (a config error)
+  std::int64_t fail_rank = -1;      ///< this rank exits after setup (the others must raise)
+};
+CLI::App* add_ep_id_command(CLI::App& app);
+int run_ep_id();
+CLI::App* add_ep_check_command(CLI::App& app, EpCheckOptions& options);
+int run_ep_check(const EpCheckOptions& options);
+
 }  // namespace tileops::cli

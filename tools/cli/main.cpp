@@ -27,6 +27,9 @@ int main(int argc, char** argv) {
   CLI::App* describe = add_describe_command(app, describe_options);
   CLI::App* bench = add_bench_command(app, bench_options);
   CLI::App* calibrate = add_calibrate_command(app, calibrate_options);
+  EpCheckOptions ep_check_options;
+  CLI::App* ep_id = add_ep_id_command(app);
+  CLI::App* ep_check = add_ep_check_command(app, ep_check_options);
 
   try {
     app.parse(argc, argv);
@@ -39,7 +42,7 @@ int main(int argc, char** argv) {
       const std::string word = app.remaining().front();
       fmt::print(stderr,
                  "tileops: error: unknown {} '{}' (subcommands: list, describe, bench, "
-                 "calibrate; see `tileops --help`)\n",
+                 "calibrate, ep-id, ep-check; see `tileops --help`)\n",
                  word.starts_with('-') ? "option" : "subcommand", word);
       return kExitUsage;
     }
@@ -55,6 +58,8 @@ int main(int argc, char** argv) {
     if (describe->parsed()) return run_describe(describe_options);
     if (bench->parsed()) return run_bench(bench_options);
     if (calibrate->parsed()) return run_calibrate(calibrate_options);
+    if (ep_id->parsed()) return run_ep_id();
+    if (ep_check->parsed()) return run_ep_check(ep_check_options);
   } catch (const UsageFailure& e) {
     fmt::print(stderr, "tileops: error: {}\n", e.what());
     return kExitUsage;

@@ -1,7 +1,8 @@
 // Expert parallelism for FusedMoE (docs/design/expert-parallel.md): the experts are split over
 // the ranks of a group in contiguous blocks; prepare sends each token to the ranks that hold its
 // experts, finalize brings the ranks' partial results back and sums them per token. The bytes move
-// through an ExpertParallelTransport (NCCL on GPUs, not built yet; an in-process group in tests).
+// through an ExpertParallelTransport (NCCL on GPUs: tileops/ops/moe_nccl.h; an in-process group in
+// tests).
 #pragma once
 
 #include <cstddef>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tileops/core/device.h"
 #include "tileops/core/dtype.h"
 #include "tileops/core/error.h"
 #include "tileops/ops/moe.h"
@@ -54,6 +56,9 @@ class ExpertParallelTransport {
   virtual std::string name() const = 0;
   virtual std::int64_t rank() const = 0;
   virtual std::int64_t world_size() const = 0;
+  /// Where all_to_all's buffers live (host memory by default; a GPU transport's device). The
+  /// prepare/finalize packs and combines rows there.
+  virtual Device device() const { return Device::cpu(); }
   /// Every rank's `mine` (equal lengths), concatenated in rank order.
   virtual std::vector<std::int64_t> all_gather(std::span<const std::int64_t> mine) = 0;
   /// `send_counts[p]` is what this rank sends to p; returns recv[p], what p sends to this rank.

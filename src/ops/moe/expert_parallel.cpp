@@ -1,11 +1,13 @@
 // ExpertParallelPrepareFinalize: dispatch (prepare) and combine (finalize) over a transport, with
-// the index arithmetic of expert_parallel_plan.h. Wire format and protocol:
-// docs/design/expert-parallel.md.
+// the index arithmetic of expert_parallel_plan.h. The rows are packed, exchanged and combined on
+// the transport's device (host memory for the in-process group, the GPU for NCCL); only the plan
+// is computed on the host. Wire format and protocol: docs/design/expert-parallel.md.
 #include <fmt/format.h>
 
 #include <cstring>
 
 #include "ops/moe/expert_parallel_plan.h"
+#include "ops/moe/expert_parallel_rows.h"
 #include "tileops/ops/moe_expert_parallel.h"
 
 namespace tileops {
@@ -14,6 +16,7 @@ namespace ep = expert_parallel;
 
 struct ExpertParallelPrepareFinalize::Pending {
   ep::DispatchPlan plan;
+  Tensor token_offsets, token_rows;       // the plan's combine indices, on the transport's device
   std::vector<std::int64_t> recv_counts;  // rows received from each rank
   std::int64_t tokens = 0;
 };
@@ -25,6 +28,14 @@ std::vector<std::int64_t> bytes_of(const std::vector<std::int64_t>& rows, std::i
   std::vector<std::int64_t> bytes(rows.size());
   for (std::size_t p = 0; p < rows.size(); ++p) bytes[p] = rows[p] * row_bytes;
   return bytes;
+}
+
+std::span<const std::byte> bytes_view(const Tensor& t) {
+  return {static_cast<const std::byte*>(t.data_ptr()), t.nbytes()};
+}
+
+std::span<std::byte> bytes_view(Tensor& t) {
+  return {static_cast<std::byte*>(t.data_ptr()), t.nbytes()};
 }
 
 std::int64_t total(const std::vector<std::int64_t>& counts) {
@@ -100,52 +111,49 @@ MoEPreparedTokens ExpertParallelPrepareFinalize::prepare(const Tensor& x,
   expect_shape(x, "x", tokens, hidden, config_.dtype);
   expect_shape(topk_weights, "topk_weights", tokens, top_k, DType::float32);
   expect_shape(topk_ids, "topk_ids", tokens, top_k, DType::int32);
-  const Tensor xs = x.contiguous().to(Device::cpu());
-  const Tensor ws = topk_weights.contiguous().to(Device::cpu());
-  const Tensor ids = topk_ids.contiguous().to(Device::cpu());
+  const Device wire = transport_->device();
+  const Tensor xs = x.contiguous().to(wire);
+  const Tensor ws = topk_weights.contiguous().to(wire);
+  const Tensor ids = topk_ids.contiguous().to(wire);
+  // The plan needs the ids on the host: the one device-to-host copy of a layer (the counts
+  // exchange that follows synchronises anyway).
+  const Tensor host_ids = ids.to(Device::cpu());
 
   auto pending = std::make_unique<Pending>();
   pending->tokens = tokens;
   pending->plan =
-      ep::plan_dispatch({ids.data<std::int32_t>(), static_cast<std::size_t>(tokens * top_k)},
+      ep::plan_dispatch({host_ids.data<std::int32_t>(), static_cast<std::size_t>(tokens * top_k)},
                         tokens, top_k, placement_);
   const ep::DispatchPlan& plan = pending->plan;
   pending->recv_counts = transport_->exchange_counts(plan.send_counts);
+  pending->token_offsets = ep::index_tensor(plan.token_offsets, wire);
+  pending->token_rows = ep::index_tensor(plan.token_rows, wire);
 
   // One packed row per (token, rank): the hidden row, then the token's top_k ids and weights (all
   // of them; the receiver's expert map drops the ones it does not hold).
   const auto x_bytes = static_cast<std::int64_t>(element_size(config_.dtype)) * hidden;
   const std::int64_t id_bytes = top_k * 4;
   const std::int64_t row_bytes = x_bytes + 2 * id_bytes;
-  std::vector<std::byte> send(static_cast<std::size_t>(plan.send_offsets.back() * row_bytes));
-  const auto* x_src = static_cast<const std::byte*>(xs.data_ptr());
-  const auto* ids_src = static_cast<const std::byte*>(ids.data_ptr());
-  const auto* w_src = static_cast<const std::byte*>(ws.data_ptr());
-  for (std::size_t row = 0; row < plan.send_tokens.size(); ++row) {
-    const std::int64_t t = plan.send_tokens[row];
-    std::byte* dst = send.data() + static_cast<std::int64_t>(row) * row_bytes;
-    std::memcpy(dst, x_src + t * x_bytes, static_cast<std::size_t>(x_bytes));
-    std::memcpy(dst + x_bytes, ids_src + t * id_bytes, static_cast<std::size_t>(id_bytes));
-    std::memcpy(dst + x_bytes + id_bytes, w_src + t * id_bytes, static_cast<std::size_t>(id_bytes));
-  }
+  const std::int64_t sent = plan.send_offsets.back();
+  Tensor send = Tensor::empty({sent * row_bytes}, DType::uint8, wire);
+  const Tensor send_tokens = ep::index_tensor(plan.send_tokens, wire);
+  const auto* order = send_tokens.data<std::int64_t>();
+  const ep::PackedRow packed{row_bytes, x_bytes, id_bytes};
+  ep::copy_rows(ep::pack(send, packed.x(), xs, x_bytes, sent, order), wire);
+  ep::copy_rows(ep::pack(send, packed.ids(), ids, id_bytes, sent, order), wire);
+  ep::copy_rows(ep::pack(send, packed.weights(), ws, id_bytes, sent, order), wire);
+
   const std::int64_t received = total(pending->recv_counts);
-  std::vector<std::byte> recv(static_cast<std::size_t>(received * row_bytes));
-  transport_->all_to_all(send, bytes_of(plan.send_counts, row_bytes), recv,
+  Tensor recv = Tensor::empty({received * row_bytes}, DType::uint8, wire);
+  transport_->all_to_all(bytes_view(send), bytes_of(plan.send_counts, row_bytes), bytes_view(recv),
                          bytes_of(pending->recv_counts, row_bytes));
 
-  MoEPreparedTokens out{Tensor::empty({received, hidden}, config_.dtype),
-                        Tensor::empty({received, top_k}, DType::float32),
-                        Tensor::empty({received, top_k}, DType::int32), expert_map_};
-  auto* x_dst = static_cast<std::byte*>(out.x.data_ptr());
-  auto* w_dst = static_cast<std::byte*>(out.topk_weights.data_ptr());
-  auto* ids_dst = static_cast<std::byte*>(out.topk_ids.data_ptr());
-  for (std::int64_t row = 0; row < received; ++row) {
-    const std::byte* src = recv.data() + row * row_bytes;
-    std::memcpy(x_dst + row * x_bytes, src, static_cast<std::size_t>(x_bytes));
-    std::memcpy(ids_dst + row * id_bytes, src + x_bytes, static_cast<std::size_t>(id_bytes));
-    std::memcpy(w_dst + row * id_bytes, src + x_bytes + id_bytes,
-                static_cast<std::size_t>(id_bytes));
-  }
+  MoEPreparedTokens out{Tensor::empty({received, hidden}, config_.dtype, wire),
+                        Tensor::empty({received, top_k}, DType::float32, wire),
+                        Tensor::empty({received, top_k}, DType::int32, wire), expert_map_.to(wire)};
+  ep::copy_rows(ep::unpack(out.x, recv, packed.x(), x_bytes, received), wire);
+  ep::copy_rows(ep::unpack(out.topk_ids, recv, packed.ids(), id_bytes, received), wire);
+  ep::copy_rows(ep::unpack(out.topk_weights, recv, packed.weights(), id_bytes, received), wire);
   pending_ = std::move(pending);
   const Device device = x.device();
   return {out.x.to(device), out.topk_weights.to(device), out.topk_ids.to(device),
@@ -162,21 +170,20 @@ void ExpertParallelPrepareFinalize::finalize(const Tensor& expert_output, const 
 
   // The received rows go back the way they came: the rows from rank p return to p, and land at
   // the index of their send row there.
-  const Tensor out = expert_output.contiguous().to(Device::cpu());
+  const Device wire = transport_->device();
+  const Tensor out = expert_output.contiguous().to(wire);
   const auto row_bytes = static_cast<std::int64_t>(element_size(config_.dtype)) * hidden;
-  const Tensor returned = Tensor::empty({plan.send_offsets.back(), hidden}, config_.dtype);
-  transport_->all_to_all({static_cast<const std::byte*>(out.data_ptr()), out.nbytes()},
-                         bytes_of(pending->recv_counts, row_bytes),
-                         {static_cast<std::byte*>(returned.data_ptr()), returned.nbytes()},
-                         bytes_of(plan.send_counts, row_bytes));
+  Tensor returned = Tensor::empty({plan.send_offsets.back(), hidden}, config_.dtype, wire);
+  transport_->all_to_all(bytes_view(out), bytes_of(pending->recv_counts, row_bytes),
+                         bytes_view(returned), bytes_of(plan.send_counts, row_bytes));
 
   // Each rank's partial was rounded to the dtype by its post-permute; the sum of the partials is
-  // taken in float32 and rounded once more (the tolerance this costs: expert-parallel.md).
-  const Tensor partials = returned.to(DType::float32);
-  const Tensor combined = Tensor::empty({pending->tokens, hidden}, DType::float32);
-  ep::combine_rows({partials.data<float>(), static_cast<std::size_t>(partials.numel())}, hidden,
-                   plan, {combined.data<float>(), static_cast<std::size_t>(combined.numel())});
-  y.copy_(combined);
+  // taken in float32 in rank order and rounded once more (the tolerance this costs:
+  // expert-parallel.md).
+  const bool in_place = y.is_contiguous() && y.device() == wire;
+  Tensor combined = in_place ? y : Tensor::empty({pending->tokens, hidden}, config_.dtype, wire);
+  ep::combine(returned, pending->token_offsets, pending->token_rows, combined, wire);
+  if (!in_place) y.copy_(combined);
 }
 
 }  // namespace tileops
