@@ -261,6 +261,38 @@ TEST(TokenGroupQuantKernel, SpecialValuesMatchTheCpu) {
       expect_same_as_cpu(tensor_of(tiny, 2, 128, DType::float32), 128, 1e-45, "subnormals"));
 }
 
+// Group amaxes from 2^-140 to 2^120, so that the scales cross 2^-88 (below it the kernel divides
+// element by element, above it multiplies by the reciprocal and corrects) and the float32 normal
+// range, with values down to 2^-40 of their group's amax; and amaxes next to eps, where the
+// scale switches between amax / 448 and eps / 448.
+TEST(TokenGroupQuantKernel, ScalesAcrossTheRangeMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const int64_t group = 128;
+  std::vector<double> x;
+  Rng rng(4242);
+  for (int k = -140; k <= 120; k += 2) {
+    for (int64_t j = 0; j < group; ++j) {
+      const double v = rng.uniform(-1.0f, 1.0f) *
+                       std::ldexp(1.0, k - static_cast<int>(rng.below(4) == 0 ? rng.below(40) : 0));
+      x.push_back(j == 0 ? std::ldexp(1.0, k) * 1.37 : v);
+    }
+  }
+  const auto eps_float = static_cast<float>(1e-10);
+  for (const float m :
+       {std::nextafter(eps_float, 0.0f), eps_float, std::nextafter(eps_float, 1.0f)}) {
+    for (int64_t j = 0; j < group; ++j) x.push_back(j == 5 ? -m : m * rng.uniform(-1.0f, 1.0f));
+  }
+  const auto rows = static_cast<int64_t>(x.size()) / (2 * group);
+  x.resize(static_cast<size_t>(rows * 2 * group));
+  for (const DType dtype : {DType::float32, DType::bfloat16}) {
+    const Tensor t = tensor_of(x, rows, 2 * group, dtype);
+    for (const double eps : {1e-10, 1e-45, 1e-30, 1e30}) {
+      ASSERT_NO_FATAL_FAILURE(expect_same_as_cpu(
+          t, group, eps, "scales " + dtype_str(dtype) + " eps " + std::to_string(eps)));
+    }
+  }
+}
+
 TEST(TokenGroupQuantKernel, EmptyAndInvalidArguments) {
   SKIP_WITHOUT_GPU();
   DeviceBuffer buf(1 << 16);

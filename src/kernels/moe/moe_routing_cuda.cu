@@ -9,12 +9,13 @@
 // writes id and raw weight; at the end each lane rescales the weights it wrote.
 //
 // Group-limited routing (a second instantiation; the plain one is unchanged): before the rounds,
-// lane l scores the groups l, l + 32, ... (their two largest c by the selection key, read from a
-// lane-rotated start so that the lanes hit distinct banks), writes each group's key (score, group)
-// to shared memory, then ranks its groups against all the keys; a group ranked topk_group or
-// lower has its experts' c overwritten by an "excluded" NaN pattern whose key is 0, below every
-// real key, so the unchanged rounds never pick it. Real NaN c are made the canonical quiet NaN
-// first, so no input can spell the excluded pattern.
+// the groups are scored by their two largest c by the selection key (32 / n_group lanes a group,
+// e.g. 4 for DeepSeek-V3's 8 groups: each scans a quarter from a lane-rotated start so that the
+// lanes hit distinct banks, then the lanes' top two merge by shuffles), each group's key (score,
+// group) goes to shared memory, and lane l ranks the groups l, l + 32, ... against all the keys;
+// a group ranked topk_group or lower has its experts' c overwritten by an "excluded" NaN pattern
+// whose key is 0, below every real key, so the unchanged rounds never pick it. Real NaN c are
+// made the canonical quiet NaN first, so no input can spell the excluded pattern.
 #include "kernels/moe/moe_cuda.h"
 
 #include <cuda_bf16.h>
@@ -45,7 +46,8 @@ struct RouteParams {
   int K;
   int warps;  // tokens per block
   int n_group;
-  int group_size;  // E / n_group
+  int group_size;   // E / n_group
+  int group_lanes;  // lanes scanning one group: a power of two, <= group_size, * n_group <= 32
   int topk_group;
   bool softmax;
   bool renormalize;
@@ -81,31 +83,57 @@ __device__ __forceinline__ unsigned long long candidate_key(float c, int e) {
   return selection_key(c, e);
 }
 
+// The float a selection key was made of (NaN for NaN, +0 for either zero); -inf for key 0, the
+// "no expert" of a group of one.
+__device__ __forceinline__ float key_value(unsigned long long k) {
+  if (k == 0) return -INFINITY;
+  const auto h = static_cast<uint32_t>(k >> 32);
+  return __uint_as_float((h & 0x80000000u) ? (h & 0x7fffffffu) : ~h);
+}
+
 // Group-limited selection: overwrites the c of the experts outside the topk_group best groups
-// with kExcludedBits. `keys` holds n_group slots of this warp.
+// with kExcludedBits. `keys` holds n_group slots of this warp. A group is scanned by group_lanes
+// consecutive lanes (each from a rotated start, so that the lanes of a round hit distinct banks
+// when the group size is a multiple of 32), whose two largest keys then merge by shuffles.
 __device__ __forceinline__ void exclude_groups(const RouteParams& p, float* c,
                                                unsigned long long* keys, int lane) {
   const int G = p.group_size;
-  for (int g = lane; g < p.n_group; g += 32) {
+  const int P = p.group_lanes;
+  const int per_round = 32 / P;
+  const int sub = lane & (P - 1);
+  const int rounds = (p.n_group + per_round - 1) / per_round;
+  for (int round = 0; round < rounds; ++round) {  // the same count on every lane
+    const int g = round * per_round + lane / P;
     unsigned long long k1 = 0, k2 = 0;
-    float v1 = -INFINITY, v2 = -INFINITY;
-    int j = g % G;
-    for (int i = 0; i < G; ++i) {
-      const int e = g * G + j;
-      j = j + 1 == G ? 0 : j + 1;
-      const float v = c[e];
-      const unsigned long long k = selection_key(v, e);
-      if (k > k1) {
-        k2 = k1;
-        v2 = v1;
-        k1 = k;
-        v1 = v;
-      } else if (k > k2) {
-        k2 = k;
-        v2 = v;
+    if (g < p.n_group) {
+      int j = (sub + P * g) % G;
+      for (int i = sub; i < G; i += P) {
+        const int e = g * G + j;
+        j += P;
+        if (j >= G) j -= G;
+        const unsigned long long k = selection_key(c[e], e);
+        if (k > k1) {
+          k2 = k1;
+          k1 = k;
+        } else if (k > k2) {
+          k2 = k;
+        }
       }
     }
-    keys[g] = selection_key(p.bias != nullptr ? v1 + v2 : v1, g);
+    for (int o = P >> 1; o > 0; o >>= 1) {
+      const unsigned long long o1 = __shfl_xor_sync(0xffffffffu, k1, o);
+      const unsigned long long o2 = __shfl_xor_sync(0xffffffffu, k2, o);
+      if (o1 > k1) {
+        k2 = k1 > o2 ? k1 : o2;
+        k1 = o1;
+      } else if (o1 > k2) {
+        k2 = o1;
+      }
+    }
+    if (g < p.n_group && sub == 0) {
+      const float first = key_value(k1);
+      keys[g] = selection_key(p.bias != nullptr ? first + key_value(k2) : first, g);
+    }
   }
   __syncwarp();  // every lane reads every group's key
   for (int g = lane; g < p.n_group; g += 32) {
@@ -298,6 +326,9 @@ void launch_moe_topk_routing(const TopKRoutingArgs& a, void* stream) {
   p.warps = warps;
   p.n_group = static_cast<int>(a.n_group);
   p.group_size = static_cast<int>(a.num_experts / a.n_group);
+  p.group_lanes = 1;
+  while (p.group_lanes * 2 * a.n_group <= 32 && p.group_lanes * 2 <= p.group_size)
+    p.group_lanes *= 2;
   p.topk_group = static_cast<int>(a.topk_group);
   p.softmax = a.scoring == MoEScoring::softmax;
   p.renormalize = a.renormalize;

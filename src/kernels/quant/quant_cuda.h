@@ -22,9 +22,9 @@ namespace tileops::cuda_kernels {
 //               a NaN amax gives the quiet NaN 0x7fc00000
 //   q[j]      = e4m3fn(clamp(float(x[j]) / scales[i], -448, 448)), round to nearest even;
 //               a NaN quotient gives the code 0x7f
-// Fast path: 16-byte loads, a group spread over 1..32 lanes of a warp (group_size / (16 /
-// sizeof(T)) a power of two up to 32, or 64 or 128 vectors); other group sizes or pointers not
-// aligned to the vectors take a one-warp-per-group scalar kernel with the same values.
+// Fast path: 16-byte loads, a group spread over 1..32 lanes of a warp, one, two or four vectors a
+// lane (group_size / (16 / sizeof(T)) a power of two up to 128); other group sizes or pointers
+// not aligned to the vectors take a one-warp-per-group scalar kernel with the same values.
 struct TokenGroupQuantArgs {
   const void* x = nullptr;  ///< [rows, cols] contiguous, dtype
   void* q = nullptr;        ///< [rows, cols] contiguous float8_e4m3fn codes

@@ -6,7 +6,9 @@
 // - vector kernel: a group is spread over L lanes of a warp (L a power of two, 1..32), each lane
 //   loading kVecs 16-byte vectors (vector j of the lane at j * L + lane, so a warp's loads are
 //   contiguous); the amax is a shuffle reduction over the L lanes, the quotient and the
-//   conversion run on the values still in registers: one read of x, one write of q.
+//   conversion run on the values still in registers: one read of x, one write of q. Two vectors
+//   a lane where the group has them (8 lanes for 128 bfloat16 values): twice the bytes in flight
+//   per thread and half the per-lane scale work of one.
 // - scalar kernel: a warp per group, element by element, for group sizes and alignments the
 //   vector kernel does not take.
 #include "kernels/quant/quant_cuda.h"
@@ -17,7 +19,9 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include "kernels/cuda_vectors.cuh"
@@ -27,6 +31,7 @@
 namespace tileops::cuda_kernels {
 namespace {
 
+using fp8_quant::EpsTerms;
 using fp8_quant::group_scale;
 using fp8_quant::max_nan;
 
@@ -36,7 +41,7 @@ template <typename T, int kVecs>
 __global__ void __launch_bounds__(kThreads)
     token_group_quant_vector_kernel(const T* __restrict__ x, uint8_t* __restrict__ q,
                                     float* __restrict__ scales, int64_t groups, int lanes_log2,
-                                    double eps) {
+                                    EpsTerms eps) {
   constexpr int kV = 16 / static_cast<int>(sizeof(T));
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   const int lanes = 1 << lanes_log2;
@@ -79,7 +84,7 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads)
     token_group_quant_scalar_kernel(const T* __restrict__ x, uint8_t* __restrict__ q,
                                     float* __restrict__ scales, int64_t groups, int64_t group_size,
-                                    double eps) {
+                                    EpsTerms eps) {
   const int lane = static_cast<int>(threadIdx.x & 31u);
   constexpr int kWarps = kThreads / 32;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
@@ -108,19 +113,39 @@ bool aligned(const void* p, int bytes) {
   return reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(bytes) == 0;
 }
 
+/// float(d) rounded to nearest even, inf past float's range (no undefined conversion).
+float round_to_float(double d) {
+  return d >= 0x1.ffffffp127 ? std::numeric_limits<float>::infinity() : static_cast<float>(d);
+}
+
+/// The smallest float amax with double(amax) >= eps, and float(eps / 448) (eps > 0).
+EpsTerms eps_terms(double eps) {
+  EpsTerms t{};
+  t.eps_scale = round_to_float(eps / 448.0);
+  if (eps > std::numeric_limits<float>::max()) {
+    t.amax_floor = std::numeric_limits<float>::infinity();
+  } else {
+    t.amax_floor = static_cast<float>(eps);
+    if (static_cast<double>(t.amax_floor) < eps)
+      t.amax_floor = std::nextafter(t.amax_floor, std::numeric_limits<float>::infinity());
+  }
+  return t;
+}
+
 template <typename T>
-void launch_typed(const TokenGroupQuantArgs& a, int64_t groups, cudaStream_t stream) {
+void launch_typed(const TokenGroupQuantArgs& a, int64_t groups, EpsTerms eps, cudaStream_t stream) {
   constexpr int kV = 16 / static_cast<int>(sizeof(T));
   const auto* x = static_cast<const T*>(a.x);
   auto* q = static_cast<uint8_t*>(a.q);
-  // The vector kernel: group_size = lanes * vecs * kV with lanes a power of two up to 32.
+  // The vector kernel: group_size = lanes * vecs * kV with lanes a power of two up to 32; two
+  // vectors a lane where the group has two, four only where 32 lanes of two are too few.
   int lanes_log2 = -1;
   int vecs = 0;
   if (a.group_size % kV == 0 && aligned(a.x, 16) && aligned(a.q, kV)) {
     const int64_t n = a.group_size / kV;
-    for (const int v : {1, 2, 4}) {
+    for (const int v : {2, 1, 4}) {
       const int64_t l = n / v;
-      if (n % v == 0 && l >= 1 && l <= 32 && (l & (l - 1)) == 0 && (v == 1 || l == 32)) {
+      if (n % v == 0 && l >= 1 && l <= 32 && (l & (l - 1)) == 0) {
         vecs = v;
         lanes_log2 = __builtin_ctzll(static_cast<unsigned long long>(l));
         break;
@@ -135,15 +160,15 @@ void launch_typed(const TokenGroupQuantArgs& a, int64_t groups, cudaStream_t str
     switch (vecs) {
       case 1:
         token_group_quant_vector_kernel<T, 1>
-            <<<grid, kThreads, 0, stream>>>(x, q, a.scales, groups, lanes_log2, a.eps);
+            <<<grid, kThreads, 0, stream>>>(x, q, a.scales, groups, lanes_log2, eps);
         break;
       case 2:
         token_group_quant_vector_kernel<T, 2>
-            <<<grid, kThreads, 0, stream>>>(x, q, a.scales, groups, lanes_log2, a.eps);
+            <<<grid, kThreads, 0, stream>>>(x, q, a.scales, groups, lanes_log2, eps);
         break;
       default:
         token_group_quant_vector_kernel<T, 4>
-            <<<grid, kThreads, 0, stream>>>(x, q, a.scales, groups, lanes_log2, a.eps);
+            <<<grid, kThreads, 0, stream>>>(x, q, a.scales, groups, lanes_log2, eps);
         break;
     }
     return;
@@ -151,7 +176,7 @@ void launch_typed(const TokenGroupQuantArgs& a, int64_t groups, cudaStream_t str
   constexpr int64_t kWarps = kThreads / 32;
   const int64_t blocks = std::min<int64_t>((groups + kWarps - 1) / kWarps, 1 << 20);
   token_group_quant_scalar_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-      x, q, a.scales, groups, a.group_size, a.eps);
+      x, q, a.scales, groups, a.group_size, eps);
 }
 
 }  // namespace
@@ -177,16 +202,17 @@ void launch_token_group_quant_fp8(const TokenGroupQuantArgs& a, void* stream) {
         "token_group_quant_fp8 (CUDA): x or scales is not aligned to its element "
         "size");
   const int64_t groups = a.rows * (a.cols / a.group_size);
+  const EpsTerms eps = eps_terms(a.eps);
   const auto st = static_cast<cudaStream_t>(stream);
   switch (dt) {
     case DType::float32:
-      launch_typed<float>(a, groups, st);
+      launch_typed<float>(a, groups, eps, st);
       break;
     case DType::float16:
-      launch_typed<__half>(a, groups, st);
+      launch_typed<__half>(a, groups, eps, st);
       break;
     default:
-      launch_typed<__nv_bfloat16>(a, groups, st);
+      launch_typed<__nv_bfloat16>(a, groups, eps, st);
       break;
   }
   if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess)
