@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The check of the per-token-group FP8 quantization kernel and of group-limited routing on an
 # H200 (sm_90a) host, in one device call of about two minutes: build only the library, the GPU
-# tests and the CLI; run the quantization and routing GPU tests; time the two ops' workloads with
+# tests and the CLI; run the quantization, routing and pre-permute GPU tests (the fused
+# quantizing pre-permute's included); time the two ops' workloads with
 # `tileops bench`, two rounds (alone on the GPU); then compute-sanitizer memcheck over the same
 # tests and racecheck over the kernel tests but the two 4096-token ones, side by side. Logs go
 # to $OUT (default build-gpu/quant-route-check); a summary is printed last. Environment:
@@ -17,7 +18,8 @@ export PATH="$PATH:/usr/local/cuda/bin"
 source "$repo/scripts/offline-deps.sh"
 
 filter='TokenGroupQuantKernel.*:MoEGroupedTopKRouting.*:MoETopKRouting.*'
-filter+=':GpuMoEOps.*Routing*:GpuMoEOps.TokenGroupQuant*'
+filter+=':GpuMoEOps.*Routing*:GpuMoEOps.TokenGroupQuant*:GpuMoEOps.Permutes*'
+filter+=':MoEPrePermuteQuantKernel.*:MoEPrePermute.*'
 tests="$build/tests/tileops_gpu_tests"
 results=()
 run() {  # run NAME LIMIT LOG -- command...
@@ -53,6 +55,7 @@ if run build 140 build.log -- cmake --build "$build" -j "$jobs" --target tileops
   sanitize memcheck 0 2 "$filter" &
   sanitize memcheck 1 2 "$filter" &
   race='MoEGroupedTopKRouting.*:MoETopKRouting.*:TokenGroupQuantKernel.*'
+  race+=':MoEPrePermuteQuantKernel.*'
   race+=':-MoETopKRouting.LargeAndSpecial:MoEGroupedTopKRouting.DeepSeekV3DecodeAndPrefill'
   sanitize racecheck 0 2 "$race" &
   sanitize racecheck 1 2 "$race" &

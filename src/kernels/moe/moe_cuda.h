@@ -110,6 +110,13 @@ void launch_grouped_gemm(const GroupedGemmArgs& args, const GroupedGemmConfig& c
 // writes inverse[t][k] = -1; rows permuted[offsets[E] .. T*K-1] are zero-filled. Deterministic.
 // Two kernels: a one-block ranking kernel (writes offsets and inverse) and a row-copy kernel;
 // no scratch memory. num_experts is limited by shared memory (about 50000).
+// Fused FP8 quantization (kernel level; no op uses it yet): with permuted_q set, the second
+// kernel writes, instead of the copy, exactly what launch_token_group_quant_fp8 (quant_cuda.h)
+// makes of the copy: e4m3 codes permuted_q [T*K, H] and float32 scales permuted_scales [T*K,
+// H / quant_group_size] (rows past offsets[E]: the quantized zero row, codes 0 and scales
+// float(quant_eps / 448)); `permuted` is not written and may be null. Needs the vector layout:
+// quant_group_size / (16 / element size) a power of two up to 128, x 16-byte aligned with a row
+// stride of whole 16-byte vectors, permuted_q aligned to a vector's codes.
 struct PrePermuteArgs {
   const void* x = nullptr;
   int64_t x_row_stride = 0;             ///< [T, H] in elements, inner dim contiguous
@@ -120,7 +127,11 @@ struct PrePermuteArgs {
   int32_t* expert_offsets = nullptr;  ///< [E + 1]
   int32_t* inverse = nullptr;         ///< [T, K]
   int64_t tokens = 0, hidden = 0, top_k = 0, num_experts = 0;
-  DType dtype = DType::bfloat16;  ///< float32, float16 or bfloat16
+  DType dtype = DType::bfloat16;     ///< float32, float16 or bfloat16
+  void* permuted_q = nullptr;        ///< optional [T*K, H] float8_e4m3fn: fused quantization
+  float* permuted_scales = nullptr;  ///< [T*K, H / quant_group_size] with permuted_q
+  int64_t quant_group_size = 128;
+  double quant_eps = 1e-10;
 };
 void launch_moe_pre_permute(const PrePermuteArgs& args, void* stream);
 

@@ -18,7 +18,9 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "tileops/core/half.h"
 
@@ -103,6 +105,46 @@ __device__ __forceinline__ void quantize_vector(const float (&f)[N], float scale
       out[w] = word;
     }
   }
+}
+
+// ---- host side ----------------------------------------------------------------------------
+
+/// float(d) rounded to nearest even, inf past float's range (no undefined conversion).
+inline float round_to_float(double d) {
+  return d >= 0x1.ffffffp127 ? std::numeric_limits<float>::infinity() : static_cast<float>(d);
+}
+
+/// The EpsTerms of eps (> 0).
+inline EpsTerms eps_terms(double eps) {
+  EpsTerms t{};
+  t.eps_scale = round_to_float(eps / 448.0);
+  if (eps > std::numeric_limits<float>::max()) {
+    t.amax_floor = std::numeric_limits<float>::infinity();
+  } else {
+    t.amax_floor = static_cast<float>(eps);
+    if (static_cast<double>(t.amax_floor) < eps)
+      t.amax_floor = std::nextafter(t.amax_floor, std::numeric_limits<float>::infinity());
+  }
+  return t;
+}
+
+/// How a group of `group_size` elements spreads over a warp with vectors of `vec` elements:
+/// lanes (a power of two up to 32) times vecs (two where the group has them, four only where 32
+/// lanes of two are too few). False (and vecs 0) when no layout fits.
+inline bool vector_layout(int64_t group_size, int vec, int& lanes_log2, int& vecs) {
+  vecs = 0;
+  lanes_log2 = -1;
+  if (group_size < 1 || group_size % vec != 0) return false;
+  const int64_t n = group_size / vec;
+  for (const int v : {2, 1, 4}) {
+    const int64_t l = n / v;
+    if (n % v == 0 && l >= 1 && l <= 32 && (l & (l - 1)) == 0) {
+      vecs = v;
+      lanes_log2 = __builtin_ctzll(static_cast<unsigned long long>(l));
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace tileops::cuda_kernels::fp8_quant

@@ -19,9 +19,7 @@
 
 #include <algorithm>
 #include <climits>
-#include <cmath>
 #include <cstdint>
-#include <limits>
 #include <string>
 
 #include "kernels/cuda_vectors.cuh"
@@ -113,44 +111,16 @@ bool aligned(const void* p, int bytes) {
   return reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(bytes) == 0;
 }
 
-/// float(d) rounded to nearest even, inf past float's range (no undefined conversion).
-float round_to_float(double d) {
-  return d >= 0x1.ffffffp127 ? std::numeric_limits<float>::infinity() : static_cast<float>(d);
-}
-
-/// The smallest float amax with double(amax) >= eps, and float(eps / 448) (eps > 0).
-EpsTerms eps_terms(double eps) {
-  EpsTerms t{};
-  t.eps_scale = round_to_float(eps / 448.0);
-  if (eps > std::numeric_limits<float>::max()) {
-    t.amax_floor = std::numeric_limits<float>::infinity();
-  } else {
-    t.amax_floor = static_cast<float>(eps);
-    if (static_cast<double>(t.amax_floor) < eps)
-      t.amax_floor = std::nextafter(t.amax_floor, std::numeric_limits<float>::infinity());
-  }
-  return t;
-}
-
 template <typename T>
 void launch_typed(const TokenGroupQuantArgs& a, int64_t groups, EpsTerms eps, cudaStream_t stream) {
   constexpr int kV = 16 / static_cast<int>(sizeof(T));
   const auto* x = static_cast<const T*>(a.x);
   auto* q = static_cast<uint8_t*>(a.q);
-  // The vector kernel: group_size = lanes * vecs * kV with lanes a power of two up to 32; two
-  // vectors a lane where the group has two, four only where 32 lanes of two are too few.
+  // The vector kernel where the group size and the pointers allow it.
   int lanes_log2 = -1;
   int vecs = 0;
-  if (a.group_size % kV == 0 && aligned(a.x, 16) && aligned(a.q, kV)) {
-    const int64_t n = a.group_size / kV;
-    for (const int v : {2, 1, 4}) {
-      const int64_t l = n / v;
-      if (n % v == 0 && l >= 1 && l <= 32 && (l & (l - 1)) == 0) {
-        vecs = v;
-        lanes_log2 = __builtin_ctzll(static_cast<unsigned long long>(l));
-        break;
-      }
-    }
+  if (aligned(a.x, 16) && aligned(a.q, kV)) {
+    fp8_quant::vector_layout(a.group_size, kV, lanes_log2, vecs);
   }
   if (vecs > 0) {
     const int64_t threads = groups << lanes_log2;
@@ -202,7 +172,7 @@ void launch_token_group_quant_fp8(const TokenGroupQuantArgs& a, void* stream) {
         "token_group_quant_fp8 (CUDA): x or scales is not aligned to its element "
         "size");
   const int64_t groups = a.rows * (a.cols / a.group_size);
-  const EpsTerms eps = eps_terms(a.eps);
+  const EpsTerms eps = fp8_quant::eps_terms(a.eps);
   const auto st = static_cast<cudaStream_t>(stream);
   switch (dt) {
     case DType::float32:
