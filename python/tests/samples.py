@@ -25,8 +25,7 @@ class Case:
 
 # Boundary ops with no CUDA kernel yet: a CUDA call raises OpNotAvailableError (docs/design/moe.md,
 # "Not done yet"). The CUDA-parametrized tests check that error for them, or skip.
-NO_CUDA_KERNEL = frozenset({"PerTokenGroupQuantFP8FwdOp", "MoEGroupedGemmFP8FwdOp",
-                            "MoEGroupedGemmFP8MaskedFwdOp"})
+NO_CUDA_KERNEL = frozenset({"MoEGroupedGemmFP8FwdOp", "MoEGroupedGemmFP8MaskedFwdOp"})
 
 
 def without_kernel(op: str, device: str) -> bool:

@@ -1,11 +1,15 @@
 // The MoE ops through the whole Op path on CUDA, against the double-precision references (and
 // the CPU implementation for the exact outputs): routing, pre-permute, grouped GEMM with each
 // activation, post-permute, and the fused MoE layer on shapes with experts that receive no
-// tokens, one token and all tokens. Outputs are poisoned before each call. Skipped without a GPU.
+// tokens, one token and all tokens; group-limited routing and the per-token-group FP8
+// quantization (the quant family) against the CPU implementation. Outputs are poisoned before each
+// call. Skipped without a GPU.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <numeric>
+#include <tuple>
 
 #include "gpu/gpu_op_test_util.h"
 #include "ops/moe_test_inputs.h"
@@ -46,41 +50,57 @@ TEST(GpuMoEOps, RoutingMatchesTheCpuImplementation) {
   }
 }
 
-TEST(GpuMoEOps, GroupedRoutingIsRefusedOnCudaNamingTheReason) {
+TEST(GpuMoEOps, GroupedRoutingMatchesTheCpuImplementation) {
   SKIP_WITHOUT_GPU();
-  // No CUDA kernel serves n_group > 1 yet: the call must fail, never route as plain top-k.
-  MoETopKRoutingFwdOp op({.top_k = 8,
-                          .scoring = "sigmoid",
-                          .renormalize = true,
-                          .routed_scaling_factor = 2.5,
-                          .n_group = 8,
-                          .topk_group = 4});
-  const Tensor logits = Tensor::randn({4, 256}, DType::float32, 3).to(kGpu);
-  const Tensor bias = Tensor::zeros({256}, DType::float32).to(kGpu);
-  try {
-    op(logits, bias);
-    ADD_FAILURE() << "grouped routing ran on CUDA";
-  } catch (const DispatchError& e) {
-    EXPECT_THAT(e.what(), testing::HasSubstr("moe_routing_cuda (MoERoutingCuda: group-limited "
-                                             "routing (n_group = 8, topk_group = 4) has no CUDA "
-                                             "kernel yet"));
+  // DeepSeek-V3's rule (8 groups, 4 kept, sigmoid + bias) and one without a bias (largest-member
+  // group score), through the Op path: the ids of the CPU implementation exactly.
+  for (const bool with_bias : {true, false}) {
+    for (const int tokens : {1, 64, 333}) {
+      const MoETopKRoutingFwdOp::Params p{.top_k = 8,
+                                          .scoring = "sigmoid",
+                                          .renormalize = true,
+                                          .routed_scaling_factor = 2.5,
+                                          .n_group = 8,
+                                          .topk_group = 4};
+      MoETopKRoutingFwdOp cpu_op(p);
+      MoETopKRoutingFwdOp gpu_op(p);
+      const Tensor logits = Tensor::randn({tokens, 256}, DType::bfloat16, 7 + tokens);
+      const Tensor bias =
+          with_bias ? Tensor::rand({256}, DType::float32, 8, Device::cpu(), 0.0, 0.1) : Tensor();
+      const auto [w, ids] = gpu_op(logits.to(kGpu), with_bias ? bias.to(kGpu) : bias);
+      const auto [cw, cids] = cpu_op(logits, bias);
+      const std::string what = (with_bias ? "bias " : "no bias ") + logits.str();
+      EXPECT_EQ(ids.to(Device::cpu()).to_vector(), cids.to_vector()) << what;
+      expect_close(w, cw, what);
+    }
   }
-  // Plain routing (n_group = 1) still runs there.
-  MoETopKRoutingFwdOp plain({.top_k = 8, .scoring = "sigmoid"});
-  EXPECT_NO_THROW(plain(logits, bias));
 }
 
-TEST(GpuMoEOps, TokenGroupQuantHasNoCudaKernelYet) {
+TEST(GpuMoEOps, TokenGroupQuantMatchesTheCpuImplementationBitForBit) {
   SKIP_WITHOUT_GPU();
-  // Only a CPU implementation exists: a CUDA call fails through the kernel table, naming the op.
-  PerTokenGroupQuantFP8FwdOp op(PerTokenGroupQuantFP8FwdOp::Params{});
-  const Tensor x = Tensor::randn({4, 256}, DType::bfloat16, 1).to(kGpu);
-  try {
-    op(x);
-    ADD_FAILURE() << "quantization ran on CUDA";
-  } catch (const OpNotAvailableError& e) {
-    EXPECT_THAT(e.what(), testing::HasSubstr(
-                              "PerTokenGroupQuantFP8FwdOp's in-tree kernels do not run on cuda"));
+  // Through the Op path (kernel table, contiguous copies, output allocation): the codes and the
+  // scales of the CPU implementation, bit for bit, and the double reference's values.
+  for (const DType dtype : {DType::bfloat16, DType::float32, DType::float16}) {
+    for (const auto& [rows, cols, group] : std::vector<std::tuple<int, int, int>>{
+             {4, 256, 128}, {33, 7168, 128}, {5, 96, 32}, {3, 21, 7}, {0, 256, 128}}) {
+      PerTokenGroupQuantFP8FwdOp op({.group_size = group});
+      const Tensor x = Tensor::randn({rows, cols}, dtype, 9 + rows);
+      const auto [q, scales] = op(x.to(kGpu));
+      const auto [cq, cscales] = op(x);
+      const std::string what = std::string(dtype_name(dtype)) + " " + x.str();
+      ASSERT_EQ(q.dtype(), DType::float8_e4m3fn) << what;
+      const Tensor hq = q.to(Device::cpu());
+      const Tensor hs = scales.to(Device::cpu());
+      ASSERT_EQ(hq.nbytes(), cq.nbytes()) << what;
+      ASSERT_EQ(hs.nbytes(), cscales.nbytes()) << what;
+      if (cq.nbytes() == 0) continue;
+      EXPECT_EQ(0, std::memcmp(hq.data_ptr(), cq.data_ptr(), cq.nbytes())) << what << ": q";
+      EXPECT_EQ(0, std::memcmp(hs.data_ptr(), cscales.data_ptr(), cscales.nbytes()))
+          << what << ": scales";
+      const auto ref = reference("PerTokenGroupQuantFP8FwdOp", {x}, op.param_values());
+      EXPECT_EQ(hq.to_vector(), ref[0].to_vector()) << what << ": q against the reference";
+      EXPECT_EQ(hs.to_vector(), ref[1].to_vector()) << what << ": scales against the reference";
+    }
   }
 }
 

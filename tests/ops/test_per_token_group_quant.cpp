@@ -1,7 +1,9 @@
 // PerTokenGroupQuantFP8FwdOp on the CPU: hand-computed values (ties to even, saturation at 448),
 // the double-precision reference on many shapes and dtypes, the dequantized round trip, the
 // defined results of zeros, infinities and NaN, empty inputs, and the shape rules.
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include "ops/ops_test_util.h"
@@ -91,6 +93,11 @@ TEST(PerTokenGroupQuantFP8, ZerosInfinitiesAndNaNHaveDefinedResults) {
                      "scales");
   expect_same_values(q.to_vector(),
                      {0, 0, 0, 0, kNaN, 0, -0.0, 0, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, 0, 0}, "q");
+  // NaN is one pattern whatever the platform's NaN sign (inf / inf is -NaN on x86): code 0x7f,
+  // scale 0x7fc00000 (the CUDA kernel writes the same bits).
+  const auto* codes = static_cast<const std::uint8_t*>(q.data_ptr());
+  for (const int i : {4, 8, 9, 10, 11, 12, 13}) EXPECT_EQ(codes[i], 0x7f) << "q [" << i << "]";
+  EXPECT_EQ(std::bit_cast<std::uint32_t>(scales.data<float>()[2]), 0x7fc00000u);
   // The reference defines the same.
   const auto ref = run_reference("PerTokenGroupQuantFP8FwdOp", {x}, op.param_values());
   expect_same_values(q.to_vector(), ref[0].to_vector(), "reference q");

@@ -5,7 +5,8 @@
 //                            a fused gated activation (silu_and_mul, gelu_and_mul).
 // - launch_moe_pre_permute:  groups the (token, k) pairs by expert and gathers the token rows.
 // - launch_moe_post_permute: weighted sum of the expert outputs back to the tokens.
-// - launch_moe_topk_routing: softmax / sigmoid scores, optional correction bias, top-k.
+// - launch_moe_topk_routing: softmax / sigmoid scores, optional correction bias, top-k (plain or
+//                            group-limited).
 //
 // Every launcher raises SignatureError for arguments (or a configuration) the kernels cannot take
 // and UsageError when the CUDA runtime reports an error. Empty problems launch nothing, except
@@ -109,6 +110,13 @@ void launch_grouped_gemm(const GroupedGemmArgs& args, const GroupedGemmConfig& c
 // writes inverse[t][k] = -1; rows permuted[offsets[E] .. T*K-1] are zero-filled. Deterministic.
 // Two kernels: a one-block ranking kernel (writes offsets and inverse) and a row-copy kernel;
 // no scratch memory. num_experts is limited by shared memory (about 50000).
+// Fused FP8 quantization (kernel level; no op uses it yet): with permuted_q set, the second
+// kernel writes, instead of the copy, exactly what launch_token_group_quant_fp8 (quant_cuda.h)
+// makes of the copy: e4m3 codes permuted_q [T*K, H] and float32 scales permuted_scales [T*K,
+// H / quant_group_size] (rows past offsets[E]: the quantized zero row, codes 0 and scales
+// float(quant_eps / 448)); `permuted` is not written and may be null. Needs the vector layout:
+// quant_group_size / (16 / element size) a power of two up to 128, x 16-byte aligned with a row
+// stride of whole 16-byte vectors, permuted_q aligned to a vector's codes.
 struct PrePermuteArgs {
   const void* x = nullptr;
   int64_t x_row_stride = 0;             ///< [T, H] in elements, inner dim contiguous
@@ -119,7 +127,11 @@ struct PrePermuteArgs {
   int32_t* expert_offsets = nullptr;  ///< [E + 1]
   int32_t* inverse = nullptr;         ///< [T, K]
   int64_t tokens = 0, hidden = 0, top_k = 0, num_experts = 0;
-  DType dtype = DType::bfloat16;  ///< float32, float16 or bfloat16
+  DType dtype = DType::bfloat16;     ///< float32, float16 or bfloat16
+  void* permuted_q = nullptr;        ///< optional [T*K, H] float8_e4m3fn: fused quantization
+  float* permuted_scales = nullptr;  ///< [T*K, H / quant_group_size] with permuted_q
+  int64_t quant_group_size = 128;
+  double quant_eps = 1e-10;
 };
 void launch_moe_pre_permute(const PrePermuteArgs& args, void* stream);
 
@@ -146,6 +158,13 @@ void launch_moe_post_permute(const PostPermuteArgs& args, void* stream);
 // that order; w_k = s_{e_k}; renormalize: w_k = w_k / sum of the selected w (summed in k order);
 // then w_k = w_k * routed_scaling_factor. One warp per token; 1 <= top_k <= E; E is limited by
 // shared memory (about 29000).
+// Group-limited (n_group > 1; DeepSeek-V3's grouped top-k): the experts form n_group groups of
+// E / n_group consecutive ids; group g scores first + second (its two largest c) with a bias,
+// first without (in float32; the two largest by the same key as the selection, so a NaN c makes
+// the score NaN, which ranks above every group; -inf stands in for a missing second); the
+// topk_group groups of largest score are kept (ties to the smaller index), and only their experts
+// are candidates of the top-k above. Needs E % n_group == 0, 1 <= topk_group <= n_group and
+// top_k <= topk_group * E / n_group. n_group == 1 is the plain kernel, unchanged.
 struct TopKRoutingArgs {
   const void* logits = nullptr;            ///< [T, E] contiguous
   const float* correction_bias = nullptr;  ///< optional [E]
@@ -156,6 +175,8 @@ struct TopKRoutingArgs {
   bool renormalize = false;
   float routed_scaling_factor = 1.0f;
   DType logits_dtype = DType::float32;  ///< float32, float16 or bfloat16
+  int64_t n_group = 1;                  ///< expert groups; 1: plain top-k
+  int64_t topk_group = 1;               ///< groups kept per token
 };
 void launch_moe_topk_routing(const TopKRoutingArgs& args, void* stream);
 

@@ -4,21 +4,11 @@
 
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "tileops/core/cuda.h"
 
 namespace tileops {
 
 namespace ck = cuda_kernels;
-
-std::optional<std::string> MoERoutingCuda::refusal(const MoERoutingCall& call) {
-  if (call.n_group == 1) return std::nullopt;
-  return fmt::format(
-      "group-limited routing (n_group = {}, topk_group = {}) has no CUDA kernel yet; run it on "
-      "the CPU",
-      call.n_group, call.topk_group);
-}
 
 void MoERoutingCuda::forward(const Tensor& logits, const Tensor* bias, const Tensor& weights,
                              const Tensor& ids, double routed_scaling_factor) {
@@ -34,6 +24,8 @@ void MoERoutingCuda::forward(const Tensor& logits, const Tensor* bias, const Ten
   args.renormalize = call_.renormalize;
   args.routed_scaling_factor = static_cast<float>(routed_scaling_factor);
   args.logits_dtype = call_.logits_dtype;
+  args.n_group = call_.n_group;
+  args.topk_group = call_.topk_group;
   ck::launch_moe_topk_routing(args, cuda_current_stream(call_.device.index));
 }
 

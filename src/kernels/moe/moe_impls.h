@@ -73,8 +73,6 @@ class MoERoutingCuda final : public Kernel, public MoERoutingInterface {
   using Interface = MoERoutingInterface;
   static std::vector<Device::Type> devices() { return {Device::Type::cuda}; }
   static std::optional<std::vector<int>> supported_archs() { return std::vector<int>{90}; }
-  /// Group-limited routing (n_group > 1) has no CUDA kernel yet: refused, never ignored.
-  static std::optional<std::string> refusal(const MoERoutingCall& call);
   explicit MoERoutingCuda(const MoERoutingCall& call) : call_(call) {}
   void forward(const Tensor& logits, const Tensor* bias, const Tensor& weights, const Tensor& ids,
                double routed_scaling_factor) override;

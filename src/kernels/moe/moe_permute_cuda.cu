@@ -12,13 +12,15 @@
 //    Ranks are therefore ordered by (expert, pair index): stable and deterministic.
 // 2. gather (a warp per pair): a kept pair copies its token's row to permuted[inverse] with the
 //    widest vector (16, 8, 4 or 2 bytes) the pointers, the stride and the row length allow; pair
-//    p >= offsets[E] also zero-fills row p (rows offsets[E] .. T*K-1).
+//    p >= offsets[E] also zero-fills row p (rows offsets[E] .. T*K-1). With fused FP8
+//    quantization, moe_gather_quant_cuda.cu's kernel runs instead.
 //
 // Post-permute: a thread per (token, 16-byte vector of the row) (scalar when the pointers or the
 // row length do not allow vectors), the k loop in order with up to 4 rows' loads in flight; fp32
 // products and sums with explicit rounding (__fmul_rn / __fadd_rn, no contraction), one rounding
 // to T at the end.
 #include "kernels/moe/moe_cuda.h"
+#include "kernels/moe/moe_gather_quant.h"
 
 #include "kernels/cuda_vectors.cuh"
 
@@ -353,8 +355,10 @@ void launch_moe_pre_permute(const PrePermuteArgs& a, void* stream) {
     throw SignatureError("moe_pre_permute (CUDA): expert_offsets must not be null");
   if (pairs > 0 && (a.topk_ids == nullptr || a.inverse == nullptr))
     throw SignatureError("moe_pre_permute (CUDA): topk_ids and inverse must not be null");
-  if (pairs > 0 && a.hidden > 0 && (a.x == nullptr || a.permuted == nullptr))
+  const bool quantize = a.permuted_q != nullptr;
+  if (pairs > 0 && a.hidden > 0 && (a.x == nullptr || (a.permuted == nullptr && !quantize)))
     throw SignatureError("moe_pre_permute (CUDA): x and permuted must not be null");
+  if (quantize) check_moe_gather_quant_fp8(a);
   if (a.tokens > 1 && a.x_row_stride < a.hidden)
     throw SignatureError("moe_pre_permute (CUDA): x_row_stride is smaller than hidden");
   if (a.expert_map != nullptr && a.map_size == 0)
@@ -402,9 +406,14 @@ void launch_moe_pre_permute(const PrePermuteArgs& a, void* stream) {
   moe_rank_kernel<<<1, warps * 32, static_cast<size_t>(smem), st>>>(r);
   check_launch(op);
 
-  // Gather and zero fill.
+  // Gather and zero fill (or their quantized rows).
   const int64_t row_bytes = a.hidden * es;
   if (pairs == 0 || row_bytes == 0) return;
+  if (quantize) {
+    launch_moe_gather_quant_fp8(a, stream);
+    check_launch(op);
+    return;
+  }
   GatherParams g;
   g.x = static_cast<const unsigned char*>(a.x);
   g.x_stride_bytes = a.x_row_stride * es;

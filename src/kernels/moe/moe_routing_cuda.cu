@@ -7,6 +7,15 @@
 // orders c descending with ties to the smaller e (NaN above +inf, -0 equal to +0). No expert is
 // ever marked, so the rounds cost E / 32 comparisons per lane each. The round's lane (r % 32)
 // writes id and raw weight; at the end each lane rescales the weights it wrote.
+//
+// Group-limited routing (a second instantiation; the plain one is unchanged): before the rounds,
+// the groups are scored by their two largest c by the selection key (32 / n_group lanes a group,
+// e.g. 4 for DeepSeek-V3's 8 groups: each scans a quarter from a lane-rotated start so that the
+// lanes hit distinct banks, then the lanes' top two merge by shuffles), each group's key (score,
+// group) goes to shared memory, and lane l ranks the groups l, l + 32, ... against all the keys;
+// a group ranked topk_group or lower has its experts' c overwritten by an "excluded" NaN pattern
+// whose key is 0, below every real key, so the unchanged rounds never pick it. Real NaN c are
+// made the canonical quiet NaN first, so no input can spell the excluded pattern.
 #include "kernels/moe/moe_cuda.h"
 
 #include <cuda_bf16.h>
@@ -36,12 +45,21 @@ struct RouteParams {
   int E;
   int K;
   int warps;  // tokens per block
+  int n_group;
+  int group_size;   // E / n_group
+  int group_lanes;  // lanes scanning one group: a power of two, <= group_size, * n_group <= 32
+  int topk_group;
   bool softmax;
   bool renormalize;
   float scaling;
 };
 
 using vec::to_float;
+
+// The c of an expert outside the kept groups (a negative NaN no arithmetic result spells: c values
+// are canonicalised to 0x7fc00000 first) and its key, 0, which no round selects.
+constexpr uint32_t kExcludedBits = 0xffffffffu;
+constexpr uint32_t kQuietNaNBits = 0x7fc00000u;
 
 // Larger key = selected first: c descending, then e ascending. Never 0.
 __device__ __forceinline__ unsigned long long selection_key(float c, int e) {
@@ -57,15 +75,95 @@ __device__ __forceinline__ unsigned long long selection_key(float c, int e) {
          static_cast<uint32_t>(~static_cast<uint32_t>(e));
 }
 
-template <typename L>
+template <bool kGrouped>
+__device__ __forceinline__ unsigned long long candidate_key(float c, int e) {
+  if constexpr (kGrouped) {
+    if (__float_as_uint(c) == kExcludedBits) return 0;
+  }
+  return selection_key(c, e);
+}
+
+// The float a selection key was made of (NaN for NaN, +0 for either zero); -inf for key 0, the
+// "no expert" of a group of one.
+__device__ __forceinline__ float key_value(unsigned long long k) {
+  if (k == 0) return -INFINITY;
+  const auto h = static_cast<uint32_t>(k >> 32);
+  return __uint_as_float((h & 0x80000000u) ? (h & 0x7fffffffu) : ~h);
+}
+
+// Group-limited selection: overwrites the c of the experts outside the topk_group best groups
+// with kExcludedBits. `keys` holds n_group slots of this warp. A group is scanned by group_lanes
+// consecutive lanes (each from a rotated start, so that the lanes of a round hit distinct banks
+// when the group size is a multiple of 32), whose two largest keys then merge by shuffles.
+__device__ __forceinline__ void exclude_groups(const RouteParams& p, float* c,
+                                               unsigned long long* keys, int lane) {
+  const int G = p.group_size;
+  const int P = p.group_lanes;
+  const int per_round = 32 / P;
+  const int sub = lane & (P - 1);
+  const int rounds = (p.n_group + per_round - 1) / per_round;
+  for (int round = 0; round < rounds; ++round) {  // the same count on every lane
+    const int g = round * per_round + lane / P;
+    unsigned long long k1 = 0, k2 = 0;
+    if (g < p.n_group) {
+      int j = (sub + P * g) % G;
+      for (int i = sub; i < G; i += P) {
+        const int e = g * G + j;
+        j += P;
+        if (j >= G) j -= G;
+        const unsigned long long k = selection_key(c[e], e);
+        if (k > k1) {
+          k2 = k1;
+          k1 = k;
+        } else if (k > k2) {
+          k2 = k;
+        }
+      }
+    }
+    for (int o = P >> 1; o > 0; o >>= 1) {
+      const unsigned long long o1 = __shfl_xor_sync(0xffffffffu, k1, o);
+      const unsigned long long o2 = __shfl_xor_sync(0xffffffffu, k2, o);
+      if (o1 > k1) {
+        k2 = k1 > o2 ? k1 : o2;
+        k1 = o1;
+      } else if (o1 > k2) {
+        k2 = o1;
+      }
+    }
+    if (g < p.n_group && sub == 0) {
+      const float first = key_value(k1);
+      keys[g] = selection_key(p.bias != nullptr ? first + key_value(k2) : first, g);
+    }
+  }
+  __syncwarp();  // every lane reads every group's key
+  for (int g = lane; g < p.n_group; g += 32) {
+    const unsigned long long mine = keys[g];
+    int rank = 0;
+    for (int h = 0; h < p.n_group; ++h) rank += keys[h] > mine ? 1 : 0;
+    if (rank < p.topk_group) continue;
+    int j = g % G;
+    for (int i = 0; i < G; ++i) {
+      c[g * G + j] = __uint_as_float(kExcludedBits);
+      j = j + 1 == G ? 0 : j + 1;
+    }
+  }
+}
+
+template <typename L, bool kGrouped>
 __global__ void __launch_bounds__(kRouteMaxWarps * 32) moe_topk_kernel(const RouteParams p) {
-  extern __shared__ float route_smem[];  // per warp: s[E], c[E]
+  // per warp: s[E], c[E] (grouped: then n_group 8-byte group keys)
+  extern __shared__ __align__(16) float route_smem[];
   const int lane = static_cast<int>(threadIdx.x & 31u);
   const int warp = static_cast<int>(threadIdx.x >> 5);
   const int64_t t = static_cast<int64_t>(blockIdx.x) * p.warps + warp;
   if (t >= p.tokens) return;  // the whole warp
   const int E = p.E;
-  float* s = route_smem + static_cast<int64_t>(warp) * 2 * E;
+  float* s;
+  if constexpr (kGrouped) {
+    s = route_smem + static_cast<int64_t>(warp) * (2 * E + 2 * p.n_group);
+  } else {
+    s = route_smem + static_cast<int64_t>(warp) * 2 * E;
+  }
   float* c = s + E;
   const L* lg = static_cast<const L*>(p.logits) + t * E;
 
@@ -90,8 +188,18 @@ __global__ void __launch_bounds__(kRouteMaxWarps * 32) moe_topk_kernel(const Rou
   } else {
     for (int e = lane; e < E; e += 32) s[e] = 1.0f / (1.0f + expf(-s[e]));
   }
-  for (int e = lane; e < E; e += 32) c[e] = p.bias != nullptr ? s[e] + __ldg(p.bias + e) : s[e];
+  for (int e = lane; e < E; e += 32) {
+    float v = p.bias != nullptr ? s[e] + __ldg(p.bias + e) : s[e];
+    if constexpr (kGrouped) {
+      if (v != v) v = __uint_as_float(kQuietNaNBits);
+    }
+    c[e] = v;
+  }
   __syncwarp();  // s of any expert is read by every lane below
+  if constexpr (kGrouped) {
+    exclude_groups(p, c, reinterpret_cast<unsigned long long*>(c + E), lane);
+    __syncwarp();  // the excluded c are read by every lane below
+  }
 
   const int64_t row = t * p.K;
   unsigned long long prev = ~0ull;
@@ -99,7 +207,7 @@ __global__ void __launch_bounds__(kRouteMaxWarps * 32) moe_topk_kernel(const Rou
   for (int r = 0; r < p.K; ++r) {
     unsigned long long best = 0;
     for (int e = lane; e < E; e += 32) {
-      const unsigned long long k = selection_key(c[e], e);
+      const unsigned long long k = candidate_key<kGrouped>(c[e], e);
       if (k < prev && k > best) best = k;
     }
 #pragma unroll
@@ -128,18 +236,27 @@ __global__ void __launch_bounds__(kRouteMaxWarps * 32) moe_topk_kernel(const Rou
                    ": " + cudaGetErrorString(err));
 }
 
-template <typename L>
-void launch_typed(const RouteParams& p, int64_t smem, cudaStream_t stream) {
+template <typename L, bool kGrouped>
+void launch_kernel(const RouteParams& p, int64_t smem, cudaStream_t stream) {
   if (smem > 48 * 1024) {
-    if (const cudaError_t err =
-            cudaFuncSetAttribute(moe_topk_kernel<L>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(smem));
+    if (const cudaError_t err = cudaFuncSetAttribute(moe_topk_kernel<L, kGrouped>,
+                                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                     static_cast<int>(smem));
         err != cudaSuccess)
       throw_cuda(err, "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
   }
   const int64_t blocks = (p.tokens + p.warps - 1) / p.warps;
-  moe_topk_kernel<L>
+  moe_topk_kernel<L, kGrouped>
       <<<static_cast<unsigned>(blocks), p.warps * 32, static_cast<size_t>(smem), stream>>>(p);
+}
+
+template <typename L>
+void launch_typed(const RouteParams& p, int64_t smem, cudaStream_t stream) {
+  if (p.n_group > 1) {
+    launch_kernel<L, true>(p, smem, stream);
+  } else {
+    launch_kernel<L, false>(p, smem, stream);
+  }
 }
 
 }  // namespace
@@ -158,6 +275,17 @@ void launch_moe_topk_routing(const TopKRoutingArgs& a, void* stream) {
                          std::to_string(a.top_k) + " with " + std::to_string(a.num_experts) +
                          " experts");
   if (a.num_experts > INT_MAX) throw SignatureError("moe_topk_routing (CUDA): too many experts");
+  if (a.n_group < 1 || a.num_experts % a.n_group != 0)
+    throw SignatureError("moe_topk_routing (CUDA): n_group must be >= 1 and divide the " +
+                         std::to_string(a.num_experts) + " experts, got " +
+                         std::to_string(a.n_group));
+  if (a.topk_group < 1 || a.topk_group > a.n_group)
+    throw SignatureError("moe_topk_routing (CUDA): topk_group must be in [1, n_group = " +
+                         std::to_string(a.n_group) + "], got " + std::to_string(a.topk_group));
+  if (a.top_k > a.topk_group * (a.num_experts / a.n_group))
+    throw SignatureError(
+        "moe_topk_routing (CUDA): top_k " + std::to_string(a.top_k) + " exceeds the " +
+        std::to_string(a.topk_group * (a.num_experts / a.n_group)) + " experts of the kept groups");
   if (a.tokens == 0) return;
   if (a.logits == nullptr || a.topk_weights == nullptr || a.topk_ids == nullptr)
     throw SignatureError(
@@ -166,7 +294,8 @@ void launch_moe_topk_routing(const TopKRoutingArgs& a, void* stream) {
   if (reinterpret_cast<uintptr_t>(a.logits) % element_size(dt) != 0)
     throw SignatureError("moe_topk_routing (CUDA): logits is not aligned to its element size");
 
-  const int64_t per_warp = 8 * a.num_experts;  // s and c
+  // s and c; grouped: and the group keys
+  const int64_t per_warp = 8 * a.num_experts + (a.n_group > 1 ? 8 * a.n_group : 0);
   int warps = static_cast<int>(std::min<int64_t>(kRouteMaxWarps, (48 * 1024) / per_warp));
   if (warps < 1) {
     warps = 1;
@@ -195,6 +324,12 @@ void launch_moe_topk_routing(const TopKRoutingArgs& a, void* stream) {
   p.E = static_cast<int>(a.num_experts);
   p.K = static_cast<int>(a.top_k);
   p.warps = warps;
+  p.n_group = static_cast<int>(a.n_group);
+  p.group_size = static_cast<int>(a.num_experts / a.n_group);
+  p.group_lanes = 1;
+  while (p.group_lanes * 2 * a.n_group <= 32 && p.group_lanes * 2 <= p.group_size)
+    p.group_lanes *= 2;
+  p.topk_group = static_cast<int>(a.topk_group);
   p.softmax = a.scoring == MoEScoring::softmax;
   p.renormalize = a.renormalize;
   p.scaling = a.routed_scaling_factor;

@@ -1,5 +1,6 @@
 #include "kernels/quant/token_group_quant_impls.h"
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 
@@ -11,6 +12,8 @@ namespace tileops {
 namespace {
 
 constexpr float kE4M3Max = 448.0f;
+constexpr std::uint8_t kNaNCode = 0x7f;
+const float kNaNScale = std::bit_cast<float>(std::uint32_t{0x7fc00000});
 
 /// max |v| over `n` values; NaN as soon as one value is NaN (std::fmax would drop it).
 template <class T>
@@ -33,15 +36,16 @@ void quantize_rows(const TokenGroupQuantCall& call, const T* x, std::uint8_t* q,
       for (std::int64_t g = 0; g < groups; ++g) {
         const std::int64_t at = r * call.cols + g * call.group_size;
         const float amax = abs_max(x + at, call.group_size);
-        // In double and rounded once, as the manifest defines it (NaN stays NaN).
-        const double clamped = std::isnan(amax) ? amax : std::fmax(double{amax}, eps);
-        const auto scale = static_cast<float>(clamped / 448.0);
+        // In double and rounded once, as the manifest defines it. NaN is written as the one
+        // quiet NaN (scale) and code (q) the manifest names, whatever the platform's NaN sign.
+        const auto scale =
+            std::isnan(amax) ? kNaNScale : static_cast<float>(std::fmax(double{amax}, eps) / 448.0);
         scales[r * groups + g] = scale;
         for (std::int64_t j = 0; j < call.group_size; ++j) {
           const float v = cpu::to_float(x[at + j]) / scale;
           // Comparisons, not fmin/fmax, so that NaN stays NaN.
           const float c = v > kE4M3Max ? kE4M3Max : (v < -kE4M3Max ? -kE4M3Max : v);
-          q[at + j] = float_to_fp8e4m3(c);
+          q[at + j] = std::isnan(c) ? kNaNCode : float_to_fp8e4m3(c);
         }
       }
     }

@@ -1,6 +1,5 @@
-// PerTokenGroupQuantFP8FwdOp: hands contiguous tensors to the token-group quantization interface.
-// Only a CPU implementation exists so far; on CUDA the kernel table reports that no in-tree
-// kernel runs there (OpNotAvailableError), as for any op without a kernel on a device.
+// PerTokenGroupQuantFP8FwdOp: hands contiguous tensors to the token-group quantization interface
+// (a CPU implementation and, in CUDA builds, a Hopper kernel writing the same bits).
 // Then its double-precision reference: amax and the scale in double
 // (the scale rounded once to float32, as the op hands it over), the quotient rounded to float32
 // as the manifest defines it, then to the nearest float8_e4m3fn value found among all finite
@@ -24,7 +23,14 @@ std::vector<InterfaceInfo> PerTokenGroupQuantFP8FwdOp::interfaces() {
 }
 
 std::vector<ImplementationInfo> PerTokenGroupQuantFP8FwdOp::kernel_types() {
-  return {implementation<TokenGroupQuantCpu>("token_group_quant_fp8_cpu", "TokenGroupQuantCpu")};
+  std::vector<ImplementationInfo> table;
+  table.push_back(
+      implementation<TokenGroupQuantCpu>("token_group_quant_fp8_cpu", "TokenGroupQuantCpu"));
+#if TILEOPS_WITH_CUDA
+  table.push_back(
+      implementation<TokenGroupQuantCuda>("token_group_quant_fp8_cuda", "TokenGroupQuantCuda"));
+#endif
+  return table;
 }
 
 void PerTokenGroupQuantFP8FwdOp::forward(const SignatureCall& call, const Tensor& x,
