@@ -25,7 +25,13 @@ std::vector<InterfaceInfo> MoEGroupedGemmFP8FwdOp::interfaces() {
 }
 
 std::vector<ImplementationInfo> MoEGroupedGemmFP8FwdOp::kernel_types() {
-  return {implementation<GroupedGemmFP8Cpu>("moe_grouped_gemm_fp8_cpu", "GroupedGemmFP8Cpu")};
+  std::vector<ImplementationInfo> table{
+      implementation<GroupedGemmFP8Cpu>("moe_grouped_gemm_fp8_cpu", "GroupedGemmFP8Cpu")};
+#if TILEOPS_WITH_CUDA
+  table.push_back(
+      implementation<GroupedGemmFP8Cuda>("moe_grouped_gemm_fp8_cuda", "GroupedGemmFP8Cuda"));
+#endif
+  return table;
 }
 
 std::string MoEGroupedGemmFP8FwdOp::roof_key() const {
@@ -58,8 +64,13 @@ std::vector<InterfaceInfo> MoEGroupedGemmFP8MaskedFwdOp::interfaces() {
 }
 
 std::vector<ImplementationInfo> MoEGroupedGemmFP8MaskedFwdOp::kernel_types() {
-  return {implementation<GroupedGemmFP8MaskedCpu>("moe_grouped_gemm_fp8_masked_cpu",
-                                                  "GroupedGemmFP8MaskedCpu")};
+  std::vector<ImplementationInfo> table{implementation<GroupedGemmFP8MaskedCpu>(
+      "moe_grouped_gemm_fp8_masked_cpu", "GroupedGemmFP8MaskedCpu")};
+#if TILEOPS_WITH_CUDA
+  table.push_back(implementation<GroupedGemmFP8MaskedCuda>("moe_grouped_gemm_fp8_masked_cuda",
+                                                           "GroupedGemmFP8MaskedCuda"));
+#endif
+  return table;
 }
 
 std::string MoEGroupedGemmFP8MaskedFwdOp::roof_key() const {
