@@ -167,7 +167,7 @@ std::vector<double> run_config(const Problem& p, const std::vector<Tensor>& in,
   const Tensor c = gpu_test::poisoned({p.M, p.n_out()}, DType::bfloat16);
   ck::launch_grouped_gemm_fp8(launch_args(p, in, c), config, cuda_current_stream(0));
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  return c.to_vector();
+  return c.to(Device::cpu()).to_vector();
 }
 
 double silu(double g) {
@@ -407,7 +407,7 @@ TEST(MoEGroupedGemmFP8Kernels, MaskedLaunchIsGraphCapturable) {
             cudaSuccess);
   ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  check(q, c.to_vector(), "graph replay");
+  check(q, c.to(Device::cpu()).to_vector(), "graph replay");
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
@@ -420,11 +420,12 @@ TEST(MoEGroupedGemmFP8Kernels, OpsRunOnCudaAndRefuseWhatTheKernelCannotDo) {
   MoEGroupedGemmFP8FwdOp op({.activation = "silu_and_mul"});
   const Tensor c = op(in[0], in[1], in[2], in[3], in[4]);
   ASSERT_EQ(c.device(), kGpu);
-  check(p, c.to_vector(), "MoEGroupedGemmFP8FwdOp");
+  check(p, c.to(Device::cpu()).to_vector(), "MoEGroupedGemmFP8FwdOp");
   const Problem m = make_problem("op_masked", 3, 256, 256, 0, {0, 7, 16}, "none", 16, 51);
   const std::vector<Tensor> min = device_inputs(m);
   MoEGroupedGemmFP8MaskedFwdOp masked(MoEGroupedGemmFP8MaskedFwdOp::Params{});
-  check(m, masked(min[0], min[1], min[2], min[3], min[4]).to_vector(), "masked op");
+  check(m, masked(min[0], min[1], min[2], min[3], min[4]).to(Device::cpu()).to_vector(),
+        "masked op");
   // Weight blocks of 64 and a gated N whose up half starts inside a 64-column group: refused on
   // CUDA, naming the reason.
   MoEGroupedGemmFP8FwdOp small_blocks({.block_n = 64});

@@ -85,7 +85,7 @@ bool aligned_to(const void* p, uintptr_t align) {
 }
 
 int64_t rows_per_expert(const GroupedGemmFP8Args& a) {
-  return a.max_m > 0 ? a.max_m : a.M / std::max<int64_t>(a.E, 1);
+  return a.M / std::max<int64_t>(a.E, 1);
 }
 
 }  // namespace
@@ -116,11 +116,12 @@ std::optional<std::string> grouped_gemm_fp8_refusal(const GroupedGemmFP8Args& a)
   return std::nullopt;
 }
 
-// Measured on an H200 (docs/perf/2026-12-02-h200-fp8-grouped-gemm.md): up to 64 rows per
-// expert, tiles of 64 rows whose two warpgroups split 256 B rows (a 128-row tile would leave one
-// warpgroup idle); more, 128 x 128 with 6 stages.
+// Up to 64 rows per expert, and the masked layout (whose counts the host does not know; decode
+// fills a fraction of max_m), tiles of 64 rows whose two warpgroups split 256 B rows: a 128-row
+// tile would leave one warpgroup idle. More rows: 128 x 128 with 6 stages. Both are bound by the
+// weights' bytes on the DeepSeek-V3 shapes (docs/perf/2026-12-02-h200-fp8-grouped-gemm.md).
 GroupedGemmFP8CudaConfig grouped_gemm_fp8_default_config(const GroupedGemmFP8Args& a) {
-  return to_config(rows_per_expert(a) <= 64 ? kEntries[2] : kEntries[0]);
+  return to_config(a.max_m > 0 || rows_per_expert(a) <= 64 ? kEntries[2] : kEntries[0]);
 }
 
 std::vector<GroupedGemmFP8CudaConfig> grouped_gemm_fp8_tuning_space(const GroupedGemmFP8Args& a) {
