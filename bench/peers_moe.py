@@ -6,6 +6,13 @@ offs = cumulative int32 row counts [E]); for the gated shapes also "grouped_mm+s
 (the GEMM then silu(gate) * up in eager PyTorch, the unfused peer of our fused epilogue).
 Pre-permute, post-permute and top-k routing: eager PyTorch expressions of the same semantics.
 
+FP8 grouped GEMM ("fp8_gemm", the shapes of MoEGroupedGemmFP8FwdOp's workloads):
+torch._scaled_grouped_mm(A e4m3 [M, K], W.transpose(-2, -1) e4m3 [E, K, N], scale_a [M],
+scale_b [E, N], offs, out_dtype=bfloat16). Its scales are row-wise -- one per row of A and one
+per weight row, over the whole K -- where ours are per 128-element K block (1 x 128 activation,
+128 x 128 weight blocks), so it is the same data movement and MMA work with a simpler epilogue
+(one scaling of the fp32 result), not the same arithmetic. TFLOP/s = 2 M N K / time.
+
 Timing as the C++ benchmark: CUDA events around each call, the L2 flushed before each one by
 writing a 256 MB buffer, the median over the iterations (after 3 warm-up calls). GEMMs report
 TFLOP/s = 2 M N K / time (N: all B rows); the others GB/s over the same byte counts as the C++
@@ -16,13 +23,19 @@ above, torch._grouped_mm for gate_up, silu(gate) * up, torch._grouped_mm for dow
 post-permute above -- on the manifest's FusedMoEFwdOp workloads; TFLOP/s = 6 T K H F / time and
 the expert weights' bytes / time.
 
-Usage: python3 bench/peers_moe.py [--iters N] [--csv PATH] [--only gemm|permute|routing|layer]
+Usage: python3 bench/peers_moe.py [--iters N] [--csv PATH] [--only gemm|fp8_gemm|permute|routing|layer]
 """
 import argparse
 import os
 import statistics
 import sys
 
+FP8_GEMM = [  # (label, E, rows per expert, N, K) -- MoEGroupedGemmFP8FwdOp's DeepSeek-V3 workloads
+    ("dsv3-fp8-gate-up-4k", 256, 16, 4096, 7168),
+    ("dsv3-fp8-down-4k", 256, 16, 7168, 2048),
+    ("dsv3-fp8-gate-up-32k", 256, 128, 4096, 7168),
+    ("dsv3-fp8-down-32k", 256, 128, 7168, 2048),
+]
 GEMM = [  # (label, E, rows per expert, N, K, gated) -- as bench_moe_kernels.cpp
     ("e256_r1024_n4096_k6144", 256, 1024, 4096, 6144, False),
     ("e128_r1024_n16384_k5120", 128, 1024, 16384, 5120, False),
@@ -126,7 +139,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--iters", type=int, default=0, help="default: 21 for GEMMs over 10 TFLOP, else 51")
     ap.add_argument("--csv", default=os.path.join(os.environ.get("OUT", "."), "peers_moe.csv"))
-    ap.add_argument("--only", choices=["gemm", "permute", "routing", "layer"], default=None)
+    ap.add_argument("--only", choices=["gemm", "fp8_gemm", "permute", "routing", "layer"],
+                    default=None)
     args = ap.parse_args()
     try:
         import torch
@@ -177,6 +191,35 @@ def main():
                            tflops=flops / (us * 1e-6) / 1e12)
                 del a, w, b, offs
                 torch.cuda.empty_cache()
+    if args.only in (None, "fp8_gemm"):
+        if not hasattr(torch, "_scaled_grouped_mm"):
+            print("peers_moe.py: torch._scaled_grouped_mm is missing in this PyTorch; FP8 peers skipped")
+        else:
+            for label, E, r, N, K in FP8_GEMM:
+                M = E * r
+                flops = 2.0 * M * N * K
+                iters = args.iters or 21
+                try:
+                    a = (torch.rand(M, K, device="cuda") * 4 - 2).to(torch.float8_e4m3fn)
+                    w = (torch.rand(E, N, K, device="cuda") * 4 - 2).to(torch.float8_e4m3fn)
+                    b = w.transpose(-2, -1)  # [E, K, N], column-major as the op requires
+                    scale_a = torch.rand(M, device="cuda") * 0.5 + 0.5
+                    scale_b = (torch.rand(E, N, device="cuda") * 0.5 + 0.5) / K**0.5
+                    offs = torch.arange(1, E + 1, dtype=torch.int32, device="cuda") * r
+
+                    def fp8_gemm():
+                        return torch._scaled_grouped_mm(a, b, scale_a, scale_b, offs=offs,
+                                                        out_dtype=torch.bfloat16)
+
+                    us = timer.median_us(fp8_gemm, iters)
+                    record("grouped_gemm_fp8", label, "torch._scaled_grouped_mm", us,
+                           tflops=flops / (us * 1e-6) / 1e12)
+                except Exception as e:  # a PyTorch without the row-wise FP8 grouped kernel
+                    print(f"peers_moe.py: torch._scaled_grouped_mm failed on {label}: {e}")
+                    break
+                finally:
+                    a = w = b = scale_a = scale_b = offs = None
+                    torch.cuda.empty_cache()
     if args.only in (None, "permute"):
         iters = args.iters or 51
         for label, T, K, E, H in PERM:

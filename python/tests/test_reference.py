@@ -160,27 +160,25 @@ def grouped_gemm_fp8_ref(a: torch.Tensor, a_scales: torch.Tensor, offsets: torch
 
 @pytest.mark.parametrize("activation", ["none", "silu_and_mul", "gelu_and_mul"])
 def test_grouped_gemm_fp8(device: str, activation: str) -> None:
-    if samples.without_kernel("MoEGroupedGemmFP8FwdOp", device):
-        pytest.skip("no CUDA kernel yet (the error is checked in test_native_path)")
-    # N = 200: a partial last weight block; blocks of 64 x 64
-    case = samples.grouped_gemm_fp8(device, 20, 3, 200, 256, activation, 64, 64)
+    # CPU: N = 200, a partial last weight block, blocks of 64 x 64; CUDA: its 128 x 128 blocks
+    n, blk = (200, 64) if device == "cpu" else (256, 128)
+    case = samples.grouped_gemm_fp8(device, 20, 3, n, 256, activation, blk, blk)
     got = samples.build(case)(*case.inputs)
     assert got.dtype == torch.bfloat16
-    _close(got, grouped_gemm_fp8_ref(*case.inputs, activation, 64, 64), torch.bfloat16)
+    _close(got, grouped_gemm_fp8_ref(*case.inputs, activation, blk, blk), torch.bfloat16)
 
 
 @pytest.mark.parametrize("activation", ["none", "silu_and_mul"])
 def test_grouped_gemm_fp8_masked(device: str, activation: str) -> None:
-    if samples.without_kernel("MoEGroupedGemmFP8MaskedFwdOp", device):
-        pytest.skip("no CUDA kernel yet (the error is checked in test_native_path)")
-    case = samples.grouped_gemm_fp8_masked(device, 3, 6, 128, 256, activation, [6, 0, 4], 64, 64)
+    blk = 64 if device == "cpu" else 128  # the CUDA kernel's blocks are 128 x 128
+    case = samples.grouped_gemm_fp8_masked(device, 3, 6, 128, 256, activation, [6, 0, 4], blk, blk)
     a, a_scales, counts, b, b_scales = case.inputs
     got = samples.build(case)(*case.inputs)
     want = torch.zeros(got.shape, dtype=torch.float64)  # rows past the counts are 0
     for e, c in enumerate(counts.tolist()):
         one = torch.tensor([0, c], dtype=torch.int32)
         want[e, :c] = grouped_gemm_fp8_ref(a[e, :c], a_scales[e, :c], one, b[e : e + 1],
-                                           b_scales[e : e + 1], activation, 64, 64)
+                                           b_scales[e : e + 1], activation, blk, blk)
     _close(got, want, torch.bfloat16)
 
 

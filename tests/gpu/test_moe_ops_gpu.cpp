@@ -104,41 +104,6 @@ TEST(GpuMoEOps, TokenGroupQuantMatchesTheCpuImplementationBitForBit) {
   }
 }
 
-TEST(GpuMoEOps, FP8GroupedGemmHasNoCudaKernelYet) {
-  SKIP_WITHOUT_GPU();
-  // Only a CPU implementation exists: a CUDA call fails through the kernel table, naming the op.
-  MoEGroupedGemmFP8FwdOp op(MoEGroupedGemmFP8FwdOp::Params{});
-  const Tensor a = Tensor::zeros({4, 128}, DType::float8_e4m3fn).to(kGpu);
-  const Tensor a_scales = Tensor::zeros({4, 1}, DType::float32).to(kGpu);
-  const Tensor offsets = Tensor::zeros({3}, DType::int32).to(kGpu);
-  const Tensor b = Tensor::zeros({2, 128, 128}, DType::float8_e4m3fn).to(kGpu);
-  const Tensor b_scales = Tensor::zeros({2, 1, 1}, DType::float32).to(kGpu);
-  try {
-    op(a, a_scales, offsets, b, b_scales);
-    ADD_FAILURE() << "the FP8 grouped GEMM ran on CUDA";
-  } catch (const OpNotAvailableError& e) {
-    EXPECT_THAT(e.what(),
-                testing::HasSubstr("MoEGroupedGemmFP8FwdOp's in-tree kernels do not run on cuda"));
-  }
-}
-
-TEST(GpuMoEOps, FP8MaskedGroupedGemmHasNoCudaKernelYet) {
-  SKIP_WITHOUT_GPU();
-  MoEGroupedGemmFP8MaskedFwdOp op(MoEGroupedGemmFP8MaskedFwdOp::Params{});
-  const Tensor a = Tensor::zeros({2, 4, 128}, DType::float8_e4m3fn).to(kGpu);
-  const Tensor a_scales = Tensor::zeros({2, 4, 1}, DType::float32).to(kGpu);
-  const Tensor counts = Tensor::zeros({2}, DType::int32).to(kGpu);
-  const Tensor b = Tensor::zeros({2, 128, 128}, DType::float8_e4m3fn).to(kGpu);
-  const Tensor b_scales = Tensor::zeros({2, 1, 1}, DType::float32).to(kGpu);
-  try {
-    op(a, a_scales, counts, b, b_scales);
-    ADD_FAILURE() << "the masked FP8 grouped GEMM ran on CUDA";
-  } catch (const OpNotAvailableError& e) {
-    EXPECT_THAT(e.what(), testing::HasSubstr("MoEGroupedGemmFP8MaskedFwdOp's in-tree kernels do "
-                                             "not run on cuda"));
-  }
-}
-
 TEST(GpuMoEOps, PermutesMatchTheCpuImplementationExactly) {
   SKIP_WITHOUT_GPU();
   for (const auto& [tokens, top_k, experts, mapped] : std::vector<std::tuple<int, int, int, bool>>{

@@ -2,30 +2,14 @@
 // hand-computed values, the double-precision reference on several shapes, the defined results of
 // 0, inf and NaN scales, the zero rows past the counts, and the shape rules.
 //
-// Tolerance, per output element (u = 2^-24, float32's unit roundoff; bfloat16's is 2^-8). Let
-// t_k = (a_k s_a)(b_k s_b) be the exact terms, S = sum_k t_k and A = sum_k |t_k|. The CPU
-// implementation rounds each dequantized value (a_k s_a, b_k s_b) and each product once to
-// float32 and sums the K products in float32 in some order (OpenBLAS's, or eight partial sums):
-// at most K + 2 roundings reach any term, so |acc - S| <= gamma_{K+2} A (Higham, Accuracy and
-// Stability, Sec. 3.1: the bound holds for any summation order). With gamma_n = n u / (1 - n u)
-// <= 1.01 n u while n u <= 0.0099, and the reference's own double-precision error (K + 1)
-// 2^-53 A < u A, this is
-//   E(A) = 1.01 (K + 3) u A + K 2^-149         (the last term: float32 underflow of a product).
-// The reference is handed over in float32 (r = S (1 + d), |d| <= u) and the output is bf16(acc),
-// |bf16(acc) - acc| <= 2^-8 |acc| (+ 2^-134 below bfloat16's normal range), so for 'none'
-//   |c - r| <= (2^-8 + 2^-22) |r| + (1 + 2^-7) E(A) + 2^-133.
-// Gated: with g, v the gate and up accumulators (errors E_g = E(A_g), E_v = E(A_v)), act(x) =
-// silu or the tanh gelu, |act(x)| <= |x| and |act'| <= 1.2 (their maxima are 1.100 and 1.129),
-// and float32's evaluation of act(g) * v within 16 u of its value (exp or tanh and four
-// operations), the error of the accumulators reaches the output as
-//   E_act = 1.2 E_g (A_v + E_v) + (A_g + E_g) E_v + 16 u (A_g + E_g)(A_v + E_v)
-// in place of E(A) above. No term depends on the values the op computes.
+// Tolerance, per output element: tests/ops/grouped_gemm_fp8_tolerance.h (E_cpu).
 #include <cmath>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "ops/grouped_gemm_fp8_tolerance.h"
 #include "ops/ops_test_util.h"
 #include "tileops/ops/moe.h"
 
@@ -38,7 +22,6 @@ using testing_util::run_reference;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kU = 0x1p-24;
 
 Tensor floats(const std::vector<double>& v, Sizes sizes) {
   Tensor t = Tensor::empty(std::move(sizes), DType::float32);
@@ -135,27 +118,23 @@ void expect_matches_reference(const Operands& o, const std::string& act, const s
   ASSERT_EQ(ref.size(), got.size()) << what;
   const std::vector<double> a8 = in[0].to_vector();
   const std::vector<double> b8 = in[3].to_vector();
-  const auto accumulation = [&](double abs) {
-    return 1.01 * static_cast<double>(o.k + 3) * kU * abs + static_cast<double>(o.k) * 0x1p-149;
-  };
+  namespace tol = fp8_gemm_tolerance;
   std::vector<bool> grouped(static_cast<std::size_t>(o.rows), false);
   int failures = 0;
   for (std::int64_t e = 0; e < o.experts; ++e) {
     for (std::int64_t r = o.first(e); r < o.first(e) + o.count(e); ++r) {
       grouped[r] = true;
       for (std::int64_t j = 0; j < n_out && failures < 10; ++j) {
-        double err = 0;
+        const double rv = ref[r * n_out + j];
+        double bound = 0;
         if (act == "none") {
-          err = accumulation(abs_sum(o, a8, b8, e, r, j));
+          bound = tol::bound_none(rv, tol::cpu_accumulation(o.k, abs_sum(o, a8, b8, e, r, j)));
         } else {
           const double ag = abs_sum(o, a8, b8, e, r, j);
           const double av = abs_sum(o, a8, b8, e, r, j + n_out);
-          const double eg = accumulation(ag);
-          const double ev = accumulation(av);
-          err = 1.2 * eg * (av + ev) + (ag + eg) * ev + 16 * kU * (ag + eg) * (av + ev);
+          bound = tol::bound_gated(rv, ag, av, tol::cpu_accumulation(o.k, ag),
+                                   tol::cpu_accumulation(o.k, av));
         }
-        const double rv = ref[r * n_out + j];
-        const double bound = (0x1p-8 + 0x1p-22) * std::fabs(rv) + (1 + 0x1p-7) * err + 0x1p-133;
         const double gv = got[r * n_out + j];
         if (!(std::fabs(gv - rv) <= bound)) {
           ++failures;

@@ -56,6 +56,14 @@ std::vector<Case> cases() {
        Tensor::rand({33, 2}, DType::float32, 22, Device::cpu(), 0.5, 2.0), offsets,
        Tensor::randn({4, 40, 64}, DType::float8_e4m3fn, 23),
        Tensor::rand({4, 3, 2}, DType::float32, 24, Device::cpu(), 0.05, 0.2)});
+  // The masked layout: its rows of dimension 0 are experts (counts 0, partial and max_m)
+  add("grouped_gemm_fp8_masked",
+      std::make_unique<MoEGroupedGemmFP8MaskedFwdOp>(MoEGroupedGemmFP8MaskedFwdOp::Params{
+          .activation = "silu_and_mul", .block_n = 16, .block_k = 32}),
+      {Tensor::randn({6, 8, 64}, DType::float8_e4m3fn, 25),
+       Tensor::rand({6, 8, 2}, DType::float32, 26, Device::cpu(), 0.5, 2.0),
+       int_tensor({8, 0, 3, 5, 1, 8}), Tensor::randn({6, 40, 64}, DType::float8_e4m3fn, 27),
+       Tensor::rand({6, 3, 2}, DType::float32, 28, Device::cpu(), 0.05, 0.2)});
   add("expert_mlp", std::make_unique<MoEExpertMLPFwdOp>(MoEExpertMLPFwdOp::Params{}),
       {Tensor::randn({33, 32}, DType::bfloat16, 8), offsets,
        weight({4, 2 * 24, 32}, DType::bfloat16, 9), weight({4, 32, 24}, DType::bfloat16, 10)});
@@ -135,8 +143,11 @@ TEST(SampledReference, ACorruptedSampledRowFailsTheCheck) {
     // One element of the third sampled row off by 0.5: caught.
     const std::int64_t bad_row = rows[2];
     const Tensor corrupted = out.clone();
-    const std::int64_t col = corrupted.size(1) / 2;
-    corrupted.set_at({bad_row, col}, corrupted.item_at({bad_row, col}) + 0.5);
+    // (the first element of the row's last dimension's middle; a masked output's rows are 3D)
+    std::vector<std::int64_t> at(static_cast<std::size_t>(corrupted.dim()), 0);
+    at.front() = bad_row;
+    at.back() = corrupted.size(corrupted.dim() - 1) / 2;
+    corrupted.set_at(at, corrupted.item_at(at) + 0.5);
     EXPECT_GT(max_relative_error(gather_rows(corrupted, rows), expected.front()), tolerance);
   }
 }

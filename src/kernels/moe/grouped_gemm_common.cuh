@@ -53,31 +53,47 @@ __device__ __forceinline__ int clamp_offset(int32_t v, int64_t M) {
   return static_cast<int>(c);
 }
 
+// The contiguous layout: no masked rows.
+__device__ __forceinline__ int masked_rows(const GemmParams&) {
+  return 0;
+}
+
 struct TileCursor {
   int e_base = 0;        // first expert of the current chunk of 32
   long long t_base = 0;  // tiles of the experts before e_base
   int carry = 0;         // max of the clamped offsets before e_base (o_{e_base - 1})
 
   // Finds tile t (t never decreases between calls). Must be called by all 32 lanes of a warp.
-  __device__ __forceinline__ bool find(const GemmParams& p, int block_m, long long t,
-                                       TileInfo& out) {
+  // P: GemmParams, or another parameter block with the same offsets, M, E and n_tiles whose
+  // masked_rows(p) > 0 selects the masked layout (expert e: rows [e max_m, e max_m + count_e),
+  // the count clamped to [0, max_m], read from p.offsets[e]).
+  template <class P>
+  __device__ __forceinline__ bool find(const P& p, int block_m, long long t, TileInfo& out) {
     const int lane = static_cast<int>(threadIdx.x & 31u);
+    const int max_m = masked_rows(p);
     while (e_base < p.E) {
       const int e = e_base + lane;
-      int v = 0;
-      int vnext = 0;
-      if (e < p.E) {
-        v = clamp_offset(__ldg(p.offsets + e), p.M);
-        vnext = clamp_offset(__ldg(p.offsets + e + 1), p.M);
-      }
-      // o_e: running max (inclusive) with the carry; o_{e+1} = max(o_e, clamp(off[e+1])).
-      int start = v > carry ? v : carry;
+      int start;
+      int end;
+      if (max_m > 0) {
+        start = (e < p.E ? e : p.E) * max_m;
+        end = e < p.E ? start + clamp_offset(__ldg(p.offsets + e), max_m) : start;
+      } else {
+        int v = 0;
+        int vnext = 0;
+        if (e < p.E) {
+          v = clamp_offset(__ldg(p.offsets + e), p.M);
+          vnext = clamp_offset(__ldg(p.offsets + e + 1), p.M);
+        }
+        // o_e: running max (inclusive) with the carry; o_{e+1} = max(o_e, clamp(off[e+1])).
+        start = v > carry ? v : carry;
 #pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const int y = __shfl_up_sync(0xffffffffu, start, o);
-        if (lane >= o && y > start) start = y;
+        for (int o = 1; o < 32; o <<= 1) {
+          const int y = __shfl_up_sync(0xffffffffu, start, o);
+          if (lane >= o && y > start) start = y;
+        }
+        end = e < p.E ? (vnext > start ? vnext : start) : start;
       }
-      const int end = e < p.E ? (vnext > start ? vnext : start) : start;
       const int rows = end - start;
       const int m_tiles = (rows + block_m - 1) / block_m;
       const long long tiles = static_cast<long long>(m_tiles) * p.n_tiles;
@@ -113,7 +129,8 @@ struct TileCursor {
 };
 
 // The covered row range [o_0, o_E) (o_E: the maximum clamped offset). Called by a whole warp.
-__device__ __forceinline__ void covered_rows(const GemmParams& p, int& lo, int& hi) {
+template <class P>
+__device__ __forceinline__ void covered_rows(const P& p, int& lo, int& hi) {
   const int lane = static_cast<int>(threadIdx.x & 31u);
   int m = 0;
   for (int e = lane; e <= p.E; e += 32) {
@@ -131,8 +148,8 @@ __device__ __forceinline__ void covered_rows(const GemmParams& p, int& lo, int& 
 
 // Zeroes rows [0, lo) and [hi, M) of c. `rank` / `count`: this thread among all the grid's
 // threads taking part. Called by whole warps (covered_rows).
-template <typename T>
-__device__ void zero_uncovered(const GemmParams& p, long long rank, long long count) {
+template <typename T, class P>
+__device__ void zero_uncovered(const P& p, long long rank, long long count) {
   int lo = 0;
   int hi = 0;
   covered_rows(p, lo, hi);

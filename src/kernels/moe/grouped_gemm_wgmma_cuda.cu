@@ -3,8 +3,7 @@
 // is the host side: tensor maps, the launch (persistent grid, or clusters of 2 blocks) and the
 // table of instantiated configurations.
 #include "kernels/moe/grouped_gemm_wgmma_kernel.cuh"
-
-#include <cudaTypedefs.h>
+#include "kernels/moe/tma_map.h"
 
 #include <algorithm>
 #include <map>
@@ -18,38 +17,12 @@
 namespace tileops::cuda_kernels::moe_detail {
 namespace {
 
-PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* ptr = nullptr;
-    cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;
-    const cudaError_t err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000,
-                                                             cudaEnableDefault, &status);
-    if (err != cudaSuccess || status != cudaDriverEntryPointSuccess) ptr = nullptr;
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(ptr);
-  }();
-  return fn;
-}
-
 // A 2D map over [rows, K] (K contiguous), boxes of 64 x box_rows, 128-byte swizzle, zero fill.
 CUtensorMap make_map(const void* base, DType dtype, int64_t rows, int64_t K, int box_rows) {
-  const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_fn();
-  if (encode == nullptr)
-    throw UsageError("grouped_gemm (CUDA): cuTensorMapEncodeTiled is not available");
-  CUtensorMap map;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(K), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(K) * 2};
-  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t elem_strides[2] = {1, 1};
-  const CUresult res = encode(
-      &map,
+  return make_tma_map_2d(
+      base,
       dtype == DType::bfloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-      2, const_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (res != CUDA_SUCCESS)
-    throw UsageError("grouped_gemm (CUDA): cuTensorMapEncodeTiled failed with error " +
-                     std::to_string(static_cast<int>(res)));
-  return map;
+      2, rows, K, 64, box_rows);
 }
 
 using Launcher = void (*)(const GemmParams&, DType, int blocks_per_sm, int sms, long long max_tiles,

@@ -25,7 +25,13 @@ std::vector<InterfaceInfo> MoEGroupedGemmFP8FwdOp::interfaces() {
 }
 
 std::vector<ImplementationInfo> MoEGroupedGemmFP8FwdOp::kernel_types() {
-  return {implementation<GroupedGemmFP8Cpu>("moe_grouped_gemm_fp8_cpu", "GroupedGemmFP8Cpu")};
+  std::vector<ImplementationInfo> table{
+      implementation<GroupedGemmFP8Cpu>("moe_grouped_gemm_fp8_cpu", "GroupedGemmFP8Cpu")};
+#if TILEOPS_WITH_CUDA
+  table.push_back(
+      implementation<GroupedGemmFP8Cuda>("moe_grouped_gemm_fp8_cuda", "GroupedGemmFP8Cuda"));
+#endif
+  return table;
 }
 
 std::string MoEGroupedGemmFP8FwdOp::roof_key() const {
@@ -58,8 +64,13 @@ std::vector<InterfaceInfo> MoEGroupedGemmFP8MaskedFwdOp::interfaces() {
 }
 
 std::vector<ImplementationInfo> MoEGroupedGemmFP8MaskedFwdOp::kernel_types() {
-  return {implementation<GroupedGemmFP8MaskedCpu>("moe_grouped_gemm_fp8_masked_cpu",
-                                                  "GroupedGemmFP8MaskedCpu")};
+  std::vector<ImplementationInfo> table{implementation<GroupedGemmFP8MaskedCpu>(
+      "moe_grouped_gemm_fp8_masked_cpu", "GroupedGemmFP8MaskedCpu")};
+#if TILEOPS_WITH_CUDA
+  table.push_back(implementation<GroupedGemmFP8MaskedCuda>("moe_grouped_gemm_fp8_masked_cuda",
+                                                           "GroupedGemmFP8MaskedCuda"));
+#endif
+  return table;
 }
 
 std::string MoEGroupedGemmFP8MaskedFwdOp::roof_key() const {
@@ -221,10 +232,39 @@ std::vector<Tensor> grouped_gemm_fp8_sampled(std::span<const Tensor> in, const P
   return {c};
 }
 
+/// The masked layout's row-sampled reference: its rows of dimension 0 are experts, each sampled
+/// expert's [max_m, N or N / 2] block computed as grouped_gemm_fp8_masked_reference computes it
+/// (from that expert's operands alone).
+std::vector<Tensor> grouped_gemm_fp8_masked_sampled(std::span<const Tensor> in, const ParamMap& p,
+                                                    std::span<const std::int64_t> rows) {
+  const std::int64_t max_m = in[0].size(1);
+  const std::vector<double> counts = in[2].to(Device::cpu()).to_vector();
+  std::vector<Tensor> blocks;
+  for (const std::int64_t e : rows) {
+    const double count = counts[static_cast<std::size_t>(e)];
+    if (count < 0 || count > static_cast<double>(max_m)) {
+      throw SignatureError("MoEGroupedGemmFP8MaskedFwdOp reference: a count is outside [0, max_m]");
+    }
+    const std::vector<Tensor> one = {in[0].select(0, e), in[1].select(0, e), Tensor(),
+                                     in[3].slice(0, e, e + 1), in[4].slice(0, e, e + 1)};
+    const std::vector<std::int64_t> first{0};
+    const std::vector<std::int64_t> count_of{static_cast<std::int64_t>(count)};
+    blocks.push_back(fp8_gemm_rows(one, p, first, count_of));
+  }
+  const std::int64_t n_out = blocks.empty() ? 0 : blocks.front().size(1);
+  Tensor c = Tensor::zeros({static_cast<std::int64_t>(rows.size()), max_m, n_out}, DType::float32);
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    std::copy_n(blocks[i].data<float>(), max_m * n_out,
+                c.data<float>() + static_cast<std::int64_t>(i) * max_m * n_out);
+  }
+  return {c};
+}
+
 }  // namespace
 
 TILEOPS_REGISTER_REFERENCE(MoEGroupedGemmFP8FwdOp, grouped_gemm_fp8_reference)
 TILEOPS_REGISTER_REFERENCE(MoEGroupedGemmFP8MaskedFwdOp, grouped_gemm_fp8_masked_reference)
 TILEOPS_REGISTER_SAMPLED_REFERENCE(MoEGroupedGemmFP8FwdOp, grouped_gemm_fp8_sampled)
+TILEOPS_REGISTER_SAMPLED_REFERENCE(MoEGroupedGemmFP8MaskedFwdOp, grouped_gemm_fp8_masked_sampled)
 
 }  // namespace tileops

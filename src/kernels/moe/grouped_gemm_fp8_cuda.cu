@@ -1,0 +1,200 @@
+// The FP8 block-scaled grouped GEMM on Hopper, host side (grouped_gemm_fp8_cuda.h): the argument
+// checks and refusals, the instantiated configurations, the default and the launch (tensor maps,
+// persistent grid). The kernel: grouped_gemm_fp8_kernel.cuh.
+#include "kernels/moe/grouped_gemm_fp8_cuda.h"
+
+#include "kernels/moe/grouped_gemm_fp8_kernel.cuh"
+#include "kernels/moe/tma_map.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+#include <string>
+#include <vector>
+
+#include "tileops/core/cuda.h"
+#include "tileops/core/error.h"
+
+namespace tileops::cuda_kernels {
+namespace {
+
+using moe_detail::FP8GemmParams;
+using moe_detail::FP8Shape;
+
+using Launcher = void (*)(const FP8GemmParams&, const GroupedGemmFP8Args&, int blocks_per_sm,
+                          int sms, long long max_tiles, cudaStream_t);
+
+template <int BM, int BN, int STAGES>
+void run(const FP8GemmParams& p, const GroupedGemmFP8Args& a, int blocks_per_sm, int sms,
+         long long max_tiles, cudaStream_t stream) {
+  using S = FP8Shape<BM, BN, STAGES>;
+  const auto kernel = moe_detail::grouped_gemm_fp8_kernel<BM, BN, STAGES>;
+  const void* fn = reinterpret_cast<const void*>(kernel);
+  moe_detail::allow_smem(fn, S::kSmem);
+  const CUtensorMap map_a =
+      moe_detail::make_tma_map_2d(a.a, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, a.M, a.K, 128, BM);
+  const CUtensorMap map_b =
+      moe_detail::make_tma_map_2d(a.b, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, a.E * a.N, a.K, 128, 64);
+  // c as [M, n_out] in boxes of 64 x 64 (unused when the stores go from registers).
+  const CUtensorMap map_c = p.tma_store != 0
+                                ? moe_detail::make_tma_map_2d(a.c, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                                                              2, a.M, p.n_out, 64, 64)
+                                : map_a;
+  const int per_sm =
+      blocks_per_sm > 0 ? blocks_per_sm : moe_detail::occupancy(fn, S::kThreads, S::kSmem);
+  const long long grid = std::max<long long>(
+      1, std::min<long long>(static_cast<long long>(sms) * per_sm, std::max(max_tiles, 1LL)));
+  kernel<<<static_cast<unsigned>(grid), S::kThreads, S::kSmem, stream>>>(map_a, map_b, map_c, p);
+}
+
+struct Entry {
+  int bm, bn, stages;
+  Launcher launch;
+};
+
+template <int BM, int BN, int STAGES>
+constexpr Entry entry() {
+  return Entry{BM, BN, STAGES, run<BM, BN, STAGES>};
+}
+
+// Two consumer warpgroups of 64 x 128 (over M, or over N for 64-row tiles), or one.
+const Entry kEntries[] = {
+    entry<128, 128, 6>(),                       // 32 KB stages, 225 KB in all
+    entry<128, 128, 4>(), entry<64, 256, 4>(),  // 40 KB stages, 193 KB
+    entry<64, 128, 8>(),                        // one consumer warpgroup, 24 KB stages, 209 KB
+};
+
+GroupedGemmFP8CudaConfig to_config(const Entry& e) {
+  GroupedGemmFP8CudaConfig c;
+  c.block_m = e.bm;
+  c.block_n = e.bn;
+  c.stages = e.stages;
+  return c;
+}
+
+const Entry* find_entry(const GroupedGemmFP8CudaConfig& config) {
+  for (const Entry& e : kEntries) {
+    if (e.bm == config.block_m && e.bn == config.block_n && e.stages == config.stages) return &e;
+  }
+  return nullptr;
+}
+
+bool aligned_to(const void* p, uintptr_t align) {
+  return reinterpret_cast<uintptr_t>(p) % align == 0;
+}
+
+int64_t rows_per_expert(const GroupedGemmFP8Args& a) {
+  return a.M / std::max<int64_t>(a.E, 1);
+}
+
+}  // namespace
+
+std::string GroupedGemmFP8CudaConfig::str() const {
+  return "block=" + std::to_string(block_m) + "x" + std::to_string(block_n) +
+         "x128,stages=" + std::to_string(stages) +
+         ",blocks_per_sm=" + std::to_string(blocks_per_sm);
+}
+
+std::optional<std::string> grouped_gemm_fp8_refusal(const GroupedGemmFP8Args& a) {
+  if (a.block_k != 128 || a.block_n != 128) {
+    return "the CUDA kernel takes 128 x 128 weight blocks and 1 x 128 activation groups "
+           "(DeepSeek-V3's); block_n = " +
+           std::to_string(a.block_n) + ", block_k = " + std::to_string(a.block_k) +
+           " run on the CPU";
+  }
+  if (a.activation != MoEActivation::none && (a.N / 2) % 64 != 0) {
+    return "with a gated activation the CUDA kernel needs N / 2 to be a multiple of 64 (each "
+           "64-column half within one weight block); N = " +
+           std::to_string(a.N) + " runs on the CPU";
+  }
+  if (a.M > INT_MAX || a.E * std::max<int64_t>(a.N, 1) > INT_MAX || a.K > INT_MAX ||
+      a.E > INT_MAX - 1) {
+    return "a size is past the CUDA kernel's 32-bit row indices (M " + std::to_string(a.M) +
+           ", E x N " + std::to_string(a.E * a.N) + ")";
+  }
+  return std::nullopt;
+}
+
+// Up to 64 rows per expert, and the masked layout (whose counts the host does not know; decode
+// fills a fraction of max_m), tiles of 64 rows whose two warpgroups split 256 B rows: a 128-row
+// tile would leave one warpgroup idle. More rows: 128 x 128 with 6 stages. Both are bound by the
+// weights' bytes on the DeepSeek-V3 shapes (docs/perf/2026-12-02-h200-fp8-grouped-gemm.md).
+GroupedGemmFP8CudaConfig grouped_gemm_fp8_default_config(const GroupedGemmFP8Args& a) {
+  return to_config(a.max_m > 0 || rows_per_expert(a) <= 64 ? kEntries[2] : kEntries[0]);
+}
+
+std::vector<GroupedGemmFP8CudaConfig> grouped_gemm_fp8_tuning_space(const GroupedGemmFP8Args& a) {
+  std::vector<GroupedGemmFP8CudaConfig> out{grouped_gemm_fp8_default_config(a)};
+  for (const Entry& e : kEntries) {
+    const GroupedGemmFP8CudaConfig c = to_config(e);
+    if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+  }
+  return out;
+}
+
+void launch_grouped_gemm_fp8(const GroupedGemmFP8Args& a, const GroupedGemmFP8CudaConfig& config,
+                             void* stream) {
+  const std::string what = "grouped_gemm_fp8 (CUDA): ";
+  if (a.M < 0 || a.N < 0 || a.K < 0 || a.E < 0 || a.max_m < 0)
+    throw SignatureError(what + "negative size");
+  if (const auto why = grouped_gemm_fp8_refusal(a)) throw SignatureError(what + *why);
+  if (a.K % 128 != 0)
+    throw SignatureError(what + "K = " + std::to_string(a.K) + " is not a multiple of 128");
+  if (a.max_m > 0 && a.M != a.E * a.max_m)
+    throw SignatureError(what + "the masked layout needs M = E x max_m");
+  const bool gated = a.activation != MoEActivation::none;
+  if (gated && a.N % 2 != 0) throw SignatureError(what + "a gated activation needs an even N");
+  const Entry* entry = find_entry(config);
+  if (entry == nullptr || config.blocks_per_sm < 0)
+    throw SignatureError(what + "no kernel for config {" + config.str() + "}");
+  const int64_t n_out = gated ? a.N / 2 : a.N;
+  if (a.M == 0 || n_out == 0) return;
+  if (a.c == nullptr || a.offsets == nullptr)
+    throw SignatureError(what + "c and the offsets (counts) must not be null");
+  const auto st = static_cast<cudaStream_t>(stream);
+  if (a.K == 0 || a.E == 0) {
+    // Every element is an empty sum (or no expert covers a row): zeros.
+    if (const cudaError_t err = cudaMemsetAsync(a.c, 0, static_cast<size_t>(a.M * n_out) * 2, st);
+        err != cudaSuccess)
+      moe_detail::throw_cuda(err, "cudaMemsetAsync");
+    return;
+  }
+  if (a.a == nullptr || a.b == nullptr || a.a_scales == nullptr || a.b_scales == nullptr)
+    throw SignatureError(what + "a, b and their scales must not be null");
+  if (!aligned_to(a.a, 16) || !aligned_to(a.b, 16) || !aligned_to(a.a_scales, 4) ||
+      !aligned_to(a.b_scales, 4) || !aligned_to(a.c, 2) || !aligned_to(a.offsets, 4))
+    throw SignatureError(what + "a and b must be 16-byte aligned, the others to their element");
+  int device = 0;
+  if (const cudaError_t err = cudaGetDevice(&device); err != cudaSuccess)
+    moe_detail::throw_cuda(err, "cudaGetDevice");
+  const CudaDeviceProperties& props = cuda_device_properties(device);
+  if (props.major != 9) throw SignatureError(what + "needs a Hopper GPU (compute capability 9.0)");
+
+  FP8GemmParams p;
+  p.offsets = a.offsets;
+  p.a_scales = a.a_scales;
+  p.b_scales = a.b_scales;
+  p.c = a.c;
+  p.M = a.M;
+  p.N = a.N;
+  p.K = a.K;
+  p.n_out = n_out;
+  p.E = static_cast<int>(a.E);
+  p.act = a.activation == MoEActivation::none           ? moe_detail::kActNone
+          : a.activation == MoEActivation::silu_and_mul ? moe_detail::kActSilu
+                                                        : moe_detail::kActGelu;
+  const int64_t tile_cols = gated ? config.block_n / 2 : config.block_n;
+  p.n_tiles = static_cast<int>((n_out + tile_cols - 1) / tile_cols);
+  p.max_m = static_cast<int>(a.max_m);
+  p.kblocks = static_cast<int>(a.K / 128);
+  p.nblocks = static_cast<int>((a.N + 127) / 128);
+  p.tma_store = aligned_to(a.c, 16) && n_out % 8 == 0 ? 1 : 0;
+  const long long max_tiles =
+      ((a.M + config.block_m - 1) / config.block_m + a.E) * static_cast<long long>(p.n_tiles);
+  entry->launch(p, a, config.blocks_per_sm, props.sm_count, max_tiles, st);
+  if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess)
+    moe_detail::throw_cuda(err, "kernel launch");
+}
+
+}  // namespace tileops::cuda_kernels

@@ -1,0 +1,414 @@
+// Internal: the kernel of the FP8 block-scaled grouped GEMM on Hopper (e4m3 wgmma fed by TMA),
+// both layouts; the host side is grouped_gemm_fp8_cuda.cu, the only file that includes this
+// header. The semantics: manifest/moe.yaml (MoEGroupedGemmFP8FwdOp, MoEGroupedGemmFP8MaskedFwdOp);
+// the design: docs/design/moe.md.
+//
+// The pipeline is the bf16 kernel's (grouped_gemm_wgmma_kernel.cuh): one producer warp feeding a
+// ring of shared-memory stages by TMA, consumer warpgroups running wgmma, the same tile scheduler
+// (with the masked layout's row groups: expert e owns rows [e max_m, e max_m + count_e)) and TMA
+// store epilogue. A stage holds one K block of 128 (the scales' block): the A tile [block_m][128]
+// and the B tile [block_n][128] of e4m3 bytes, rows of 128 bytes in the 128-byte swizzle, so the
+// descriptors are the bf16 kernel's. Consumer warpgroup w computes a 64 x 128 piece of the tile
+// (m-slice w % (block_m / 64), n-slice w / (block_m / 64)); the n-slice's 128 B rows are 128 output
+// columns, or with a gated activation 64 gate rows then the 64 matching up rows (two TMA boxes),
+// so that accumulator column groups i and i + 8 are gate and up of the same output columns.
+//
+// Per K block a warpgroup issues 4 wgmma m64n128k32 into block accumulators (the first with
+// scale-d = 0), waits for them, and promotes them into the float32 accumulators: acc += s * blk
+// with s = a_scale[row][kb] * b_scale[n-block][kb] (fused multiply-add), DeepSeek-V3's
+// promotion, which bounds what the tensor core's narrower accumulation can lose to one K block.
+// The scales of block kb + 1 are loaded (from L2) while block kb's wgmma run. Where s is not
+// finite (a scale of inf or NaN, or 0 times inf), the product of the block sums is not the
+// manifest's value (a zero e4m3 value times an infinite scale is NaN there): those elements take
+// sum_k (a_k s_a)(b_k s_b) in float32 from the stage's shared memory instead, before the stage is
+// released.
+//
+// Rows past an expert's end and B rows past N read other rows (in bounds; past the tensors' end
+// TMA fills zeros); a row or a column only reaches its own output element, which the epilogue
+// masks. Afterwards the rows no expert covers (contiguous) or past the counts (masked) are zeroed.
+#pragma once
+
+#include "kernels/moe/wgmma_common.cuh"
+
+#include "kernels/cuda_mbarrier.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+namespace tileops::cuda_kernels::moe_detail {
+
+/// What the FP8 kernel reads (the tile scheduler reads offsets, M, E and n_tiles).
+struct FP8GemmParams {
+  const int32_t* offsets;  // contiguous: expert_offsets [E + 1]; masked: counts [E]
+  const float* a_scales;   // [M, kblocks]
+  const float* b_scales;   // [E, nblocks, kblocks]
+  void* c;                 // [M, n_out] bfloat16
+  int64_t M;               // rows of a (masked: E * max_m)
+  int64_t N;
+  int64_t K;
+  int64_t n_out;
+  int E;
+  int act;
+  int n_tiles;
+  int max_m;  // 0: the contiguous layout
+  int kblocks;
+  int nblocks;
+  int tma_store;  // c is 16-byte aligned and n_out % 8 == 0
+};
+
+/// The masked layout's rows per expert (0: contiguous); the tile scheduler's switch.
+__device__ __forceinline__ int masked_rows(const FP8GemmParams& p) {
+  return p.max_m;
+}
+
+template <int BM, int BN, int STAGES>
+struct FP8Shape {
+  static constexpr int kMSlices = BM / 64;
+  static constexpr int kNSlices = BN / 128;
+  static constexpr int kConsumers = kMSlices * kNSlices;
+  static constexpr int kThreads = 128 * (kConsumers + 1);
+  static constexpr int kABytes = BM * 128;
+  static constexpr int kBBytes = BN * 128;
+  static constexpr int kStageBytes = kABytes + kBBytes;
+  // Per consumer warpgroup two store buffers of 64 rows x 64 bf16 columns.
+  static constexpr int kChunkBytes = 64 * 128;
+  static constexpr int kStoreOffset = STAGES * kStageBytes;
+  static constexpr int kBarOffset = kStoreOffset + kConsumers * 2 * kChunkBytes;
+  static constexpr int kSmem = kBarOffset + 16 * STAGES + 1024;
+  static_assert(BM == 64 || BM == 128, "block_m must be 64 or 128");
+  static_assert(BN == 128 || BN == 256, "block_n must be 128 or 256");
+  static_assert(kConsumers <= 2, "at most two consumer warpgroups (registers)");
+  static_assert(kSmem <= 232448, "over the 227 KB of shared memory a block can have");
+};
+
+namespace {
+
+#if TILEOPS_MOE_WGMMA_BODY
+
+// D[64 x 128] (+)= A(e4m3, smem) x B(e4m3, smem)^T, fp32 accumulators; `accumulate` 0 overwrites.
+__device__ __forceinline__ void wgmma_n128_e4m3(float (&d)[64], uint64_t da, uint64_t db,
+                                                int accumulate) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {" TILEOPS_WGMMA_R64
+      "}, %64, %65, p, 1, 1;\n"
+      "}\n"
+      : TILEOPS_WGMMA_D64
+      : "l"(da), "l"(db), "r"(accumulate));
+}
+
+__device__ __forceinline__ float e4m3_at(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.u8 %0, [%1];\n" : "=r"(v) : "r"(addr));
+  __nv_fp8_e4m3 x;
+  x.__x = static_cast<__nv_fp8_storage_t>(v);
+  return static_cast<float>(x);
+}
+
+// sum_k (a_k s_a)(b_k s_b) over the 128 bytes of a row of the A tile and one of the B tile (rows
+// at 128-byte offsets of 1024-byte aligned tiles: 16-byte unit u of row r lies at u ^ (r % 8)).
+__device__ __forceinline__ float exact_block(uint32_t a_row, int a_r, uint32_t b_row, int b_r,
+                                             float sa, float sb) {
+  float sum = 0.f;
+#pragma unroll 1
+  for (int k = 0; k < 128; ++k) {
+    const float a =
+        e4m3_at(a_row + static_cast<uint32_t>((((k >> 4) ^ (a_r & 7)) << 4) | (k & 15)));
+    const float b =
+        e4m3_at(b_row + static_cast<uint32_t>((((k >> 4) ^ (b_r & 7)) << 4) | (k & 15)));
+    sum += (a * sa) * (b * sb);
+  }
+  return sum;
+}
+
+#endif  // TILEOPS_MOE_WGMMA_BODY
+
+// The persistent grid's warps zero the rows past each expert's count (masked layout). `rank` /
+// `count`: this warp among the grid's warps.
+__device__ void zero_past_counts(const FP8GemmParams& p, long long rank, long long count) {
+  const int lane = static_cast<int>(threadIdx.x & 31u);
+  auto* c = static_cast<__nv_bfloat16*>(p.c);
+  const bool vec = (reinterpret_cast<uintptr_t>(c) & 15u) == 0 && (p.n_out & 7) == 0;
+  for (long long r = rank; r < p.M; r += count) {
+    const int e = static_cast<int>(r / p.max_m);
+    const int local = static_cast<int>(r - static_cast<long long>(e) * p.max_m);
+    if (local < clamp_offset(__ldg(p.offsets + e), p.max_m)) continue;
+    __nv_bfloat16* row = c + r * p.n_out;
+    if (vec) {
+      uint4* v = reinterpret_cast<uint4*>(row);
+      for (int64_t i = lane; i < p.n_out / 8; i += 32) v[i] = make_uint4(0u, 0u, 0u, 0u);
+    } else {
+      for (int64_t i = lane; i < p.n_out; i += 32) row[i] = __float2bfloat16(0.0f);
+    }
+  }
+}
+
+template <int BM, int BN, int STAGES>
+__global__ void __launch_bounds__(FP8Shape<BM, BN, STAGES>::kThreads, 1)
+    grouped_gemm_fp8_kernel(const __grid_constant__ CUtensorMap tma_a,
+                            const __grid_constant__ CUtensorMap tma_b,
+                            const __grid_constant__ CUtensorMap tma_c, const FP8GemmParams p) {
+  using S = FP8Shape<BM, BN, STAGES>;
+#if !TILEOPS_MOE_WGMMA_BODY
+  __trap();  // never launched there (the host checks the compute capability)
+#else
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  const uint32_t base = (raw + 1023u) & ~1023u;
+  const uint32_t full_bar = base + S::kBarOffset;
+  const uint32_t empty_bar = full_bar + 8 * STAGES;
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int wg = warp >> 2;
+  const int KT = p.kblocks;
+  const int N = static_cast<int>(p.N);
+  const bool is_gated = p.act != kActNone;
+
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbarrier::init(full_bar + 8 * s, 1);
+      mbarrier::init(empty_bar + 8 * s, 4 * S::kConsumers);
+    }
+    mbarrier::fence_init();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    // The producer warpgroup gives registers to the consumers (two of them hold 128 accumulators
+    // each and the rare exact path of non-finite scales).
+    if constexpr (S::kConsumers == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    if (warp == 0) {
+      // Producer: every lane runs the cursor, lane 0 issues the loads.
+      if (lane == 0) {
+        tma_prefetch(&tma_a);
+        tma_prefetch(&tma_b);
+      }
+      TileCursor cursor;
+      TileInfo ti;
+      int stage = 0;
+      uint32_t phase = 0;
+      for (long long t = blockIdx.x; cursor.find(p, BM, t, ti); t += gridDim.x) {
+        if (lane == 0) {
+          const int en = ti.expert * N;
+          for (int kb = 0; kb < KT; ++kb) {
+            mbarrier::wait(empty_bar + 8 * stage, phase ^ 1u);
+            const uint32_t full = full_bar + 8 * stage;
+            mbarrier::arrive_expect_tx(full, S::kStageBytes);
+            const uint32_t sa = base + static_cast<uint32_t>(stage * S::kStageBytes);
+            tma_load_2d(sa, &tma_a, kb * 128, ti.row0, full);
+#pragma unroll
+            for (int ni = 0; ni < S::kNSlices; ++ni) {
+              const uint32_t sb = sa + S::kABytes + static_cast<uint32_t>(ni * 128 * 128);
+              int row_lo;
+              int row_hi;
+              if (is_gated) {
+                row_lo = en + ti.n_tile * (BN / 2) + ni * 64;
+                row_hi = row_lo + N / 2;
+              } else {
+                row_lo = en + ti.n_tile * BN + ni * 128;
+                row_hi = row_lo + 64;
+              }
+              tma_load_2d(sb, &tma_b, kb * 128, row_lo, full);
+              tma_load_2d(sb + 64 * 128, &tma_b, kb * 128, row_hi, full);
+            }
+            if (++stage == STAGES) {
+              stage = 0;
+              phase ^= 1u;
+            }
+          }
+        }
+        __syncwarp();
+      }
+    }
+  } else {
+    if constexpr (S::kConsumers == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    const int cw = wg - 1;
+    const int mi = cw % S::kMSlices;
+    const int ni = cw / S::kMSlices;
+    const int w4 = warp & 3;
+    const int wt = tid - 128 * wg;
+    const int r_lo = mi * 64 + w4 * 16 + (lane >> 2);  // tile row of accumulator half h = 0
+    const uint32_t store_buf =
+        base + static_cast<uint32_t>(S::kStoreOffset + cw * 2 * S::kChunkBytes);
+    int stores = 0;
+    auto* C = static_cast<__nv_bfloat16*>(p.c);
+    const bool pair = (reinterpret_cast<uintptr_t>(C) & 3u) == 0 && (p.n_out & 1) == 0;
+    const int half_n = N / 2;
+    float acc[64];
+    float blk[64];
+    TileCursor cursor;
+    TileInfo ti;
+    int stage = 0;
+    uint32_t phase = 0;
+    for (long long t = blockIdx.x; cursor.find(p, BM, t, ti); t += gridDim.x) {
+      const int rows = ti.rows;
+      if (rows <= mi * 64) {
+        // None of this warpgroup's rows belongs to the expert: release the stages unread.
+        for (int kb = 0; kb < KT; ++kb) {
+          mbarrier::wait(full_bar + 8 * stage, phase);
+          __syncwarp();
+          if (lane == 0) mbarrier::arrive(empty_bar + 8 * stage);
+          if (++stage == STAGES) {
+            stage = 0;
+            phase ^= 1u;
+          }
+        }
+        continue;
+      }
+      // This slice's first output column and the weight-scale blocks of its gate and up halves
+      // (one each: the CUDA adapter admits block_n = 128 with N / 2 % 64 == 0 when gated).
+      const int col0 = is_gated ? ti.n_tile * (BN / 2) + ni * 64 : ti.n_tile * BN + ni * 128;
+      const int gate_blk = min(col0 / 128, p.nblocks - 1);
+      const int up_blk = is_gated ? min((half_n + col0) / 128, p.nblocks - 1) : gate_blk;
+      const float* bs = p.b_scales + static_cast<int64_t>(ti.expert) * p.nblocks * KT;
+      const float* bs_gate = bs + static_cast<int64_t>(gate_blk) * KT;
+      const float* bs_up = bs + static_cast<int64_t>(up_blk) * KT;
+      const bool valid0 = r_lo < rows;
+      const bool valid1 = r_lo + 8 < rows;
+      const float* as0 = p.a_scales + static_cast<int64_t>(ti.row0 + (valid0 ? r_lo : 0)) * KT;
+      const float* as1 = p.a_scales + static_cast<int64_t>(ti.row0 + (valid1 ? r_lo + 8 : 0)) * KT;
+      float next_a0 = valid0 ? __ldg(as0) : 0.f;
+      float next_a1 = valid1 ? __ldg(as1) : 0.f;
+      float next_g = __ldg(bs_gate);
+      float next_u = __ldg(bs_up);
+#pragma unroll
+      for (int i = 0; i < 64; ++i) acc[i] = 0.f;
+      for (int kb = 0; kb < KT; ++kb) {
+        const float sa0 = next_a0;
+        const float sa1 = next_a1;
+        const float sg = next_g;
+        const float su = next_u;
+        mbarrier::wait(full_bar + 8 * stage, phase);
+        const uint32_t st = base + static_cast<uint32_t>(stage * S::kStageBytes);
+        const uint32_t sa = st + static_cast<uint32_t>(mi * 64 * 128);
+        const uint32_t sb = st + static_cast<uint32_t>(S::kABytes + ni * 128 * 128);
+        fence_regs(blk);
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks)
+          wgmma_n128_e4m3(blk, smem_desc(sa + 32 * ks), smem_desc(sb + 32 * ks), ks);
+        wgmma_commit();
+        if (kb + 1 < KT) {
+          next_a0 = valid0 ? __ldg(as0 + kb + 1) : 0.f;
+          next_a1 = valid1 ? __ldg(as1 + kb + 1) : 0.f;
+          next_g = __ldg(bs_gate + kb + 1);
+          next_u = __ldg(bs_up + kb + 1);
+        }
+        wgmma_wait<0>();
+        fence_regs(blk);
+        // s[h][g]: row half h (rows r_lo, r_lo + 8), column half g (gate / up).
+        const float s00 = sa0 * sg;
+        const float s10 = sa1 * sg;
+        const float s01 = sa0 * su;
+        const float s11 = sa1 * su;
+        if (isfinite(s00) && isfinite(s10) && isfinite(s01) && isfinite(s11)) {
+#pragma unroll
+          for (int j = 0; j < 64; ++j) {
+            const int h = (j >> 1) & 1;
+            const bool up = j >= 32;
+            const float s = h == 0 ? (up ? s01 : s00) : (up ? s11 : s10);
+            acc[j] = fmaf(s, blk[j], acc[j]);
+          }
+        } else {
+          // Rare: the elements whose s is finite first (the block accumulators are then dead),
+          // then the exact sums of the others through a local array (a loop, not unrolled, so
+          // that the common path keeps its registers).
+#pragma unroll
+          for (int j = 0; j < 64; ++j) {
+            const int h = (j >> 1) & 1;
+            const bool up = j >= 32;
+            const float s = h == 0 ? (up ? s01 : s00) : (up ? s11 : s10);
+            if (isfinite(s)) acc[j] = fmaf(s, blk[j], acc[j]);
+          }
+          float exact[64];
+#pragma unroll 1
+          for (int j = 0; j < 64; ++j) {
+            const int h = (j >> 1) & 1;
+            const bool up = j >= 32;
+            exact[j] = 0.f;
+            if (isfinite(h == 0 ? (up ? s01 : s00) : (up ? s11 : s10))) continue;
+            const int ar = r_lo + 8 * h;                                        // A tile row
+            const int br = ni * 128 + 8 * (j >> 2) + 2 * (lane & 3) + (j & 1);  // B tile row
+            exact[j] = exact_block(st + static_cast<uint32_t>(ar * 128), ar,
+                                   st + static_cast<uint32_t>(S::kABytes + br * 128), br,
+                                   h == 0 ? sa0 : sa1, up ? su : sg);
+          }
+#pragma unroll
+          for (int j = 0; j < 64; ++j) {
+            const int h = (j >> 1) & 1;
+            const bool up = j >= 32;
+            if (!isfinite(h == 0 ? (up ? s01 : s00) : (up ? s11 : s10))) acc[j] += exact[j];
+          }
+        }
+        __syncwarp();
+        if (lane == 0) mbarrier::arrive(empty_bar + 8 * stage);
+        if (++stage == STAGES) {
+          stage = 0;
+          phase ^= 1u;
+        }
+      }
+      // Epilogue: rows r_lo (+ 8) of the tile; column group i holds columns 8 i + 2 (lane % 4)
+      // (+ 1) of the slice. A warpgroup whose 64 rows all belong to the expert stores through its
+      // two store buffers with TMA; the others store from registers.
+      const int row = ti.row0 + mi * 64;
+      if (p.tma_store != 0 && rows >= (mi + 1) * 64) {
+        if (is_gated) {
+          if (col0 < p.n_out) {
+            store_chunk<__nv_bfloat16, 128, true>(acc, 0, store_buf + (stores & 1) * S::kChunkBytes,
+                                                  stores >= 2, &tma_c, col0, row, p.act, 1 + cw,
+                                                  wt);
+            ++stores;
+          }
+        } else {
+#pragma unroll
+          for (int ch = 0; ch < 2; ++ch) {
+            if (col0 + 64 * ch >= p.n_out) break;
+            store_chunk<__nv_bfloat16, 128, false>(
+                acc, ch, store_buf + (stores & 1) * S::kChunkBytes, stores >= 2, &tma_c,
+                col0 + 64 * ch, row, p.act, 1 + cw, wt);
+            ++stores;
+          }
+        }
+        continue;
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = r_lo + 8 * h;
+        if (r >= rows) continue;
+        __nv_bfloat16* crow = C + static_cast<int64_t>(ti.row0 + r) * p.n_out;
+        if (is_gated) {
+#pragma unroll
+          for (int i = 0; i < 8; ++i) {
+            const int64_t col = col0 + 8 * i + 2 * (lane & 3);
+            const float v0 = gated(p.act, acc[4 * i + 2 * h], acc[4 * (i + 8) + 2 * h]);
+            const float v1 = gated(p.act, acc[4 * i + 2 * h + 1], acc[4 * (i + 8) + 2 * h + 1]);
+            store_pair<__nv_bfloat16>(crow, col, p.n_out, pair, v0, v1);
+          }
+        } else {
+#pragma unroll
+          for (int i = 0; i < 16; ++i) {
+            const int64_t col = col0 + 8 * i + 2 * (lane & 3);
+            store_pair<__nv_bfloat16>(crow, col, p.n_out, pair, acc[4 * i + 2 * h],
+                                      acc[4 * i + 2 * h + 1]);
+          }
+        }
+      }
+    }
+    if (wt == 0) bulk_wait_all();  // the TMA stores have read their buffers and written c
+  }
+  if (p.max_m > 0) {
+    zero_past_counts(p, (static_cast<long long>(blockIdx.x) * S::kThreads + tid) / 32,
+                     static_cast<long long>(gridDim.x) * S::kThreads / 32);
+  } else {
+    zero_uncovered<__nv_bfloat16>(p, static_cast<long long>(blockIdx.x) * S::kThreads + tid,
+                                  static_cast<long long>(gridDim.x) * S::kThreads);
+  }
+#endif
+}
+
+}  // namespace
+}  // namespace tileops::cuda_kernels::moe_detail

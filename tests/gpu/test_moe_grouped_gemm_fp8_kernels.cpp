@@ -1,0 +1,451 @@
+// GPU tests of the FP8 block-scaled grouped GEMM on Hopper (src/kernels/moe/grouped_gemm_fp8_*),
+// both layouts, through the launch API (every configuration of the tuning space) and through the
+// ops: random e4m3 operands (zeros among them) and scales 2^i [1, 2), i in [-8, 8], on shapes with
+// K = 128 .. 7168, N up to 7168, many experts with uneven and empty segments that are not
+// multiples of the tile, rows outside every segment, untidy offsets, masked counts of 0, partial
+// and max_m, each activation, and 0 / inf / NaN scales, against a double-precision reference
+// within the bound of tests/ops/grouped_gemm_fp8_tolerance.h (E_cuda). Outputs are poisoned with
+// NaN before each launch; rows outside every segment (past the counts) must be exactly +0.
+// Skipped without a GPU.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "gpu/gpu_op_test_util.h"
+#include "kernels/moe/grouped_gemm_fp8_cuda.h"
+#include "ops/grouped_gemm_fp8_tolerance.h"
+#include "ops/quant/e4m3_reference.h"
+#include "tileops/core/cuda.h"
+#include "tileops/ops/moe.h"
+
+#if TILEOPS_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace tileops {
+namespace {
+
+#if !TILEOPS_WITH_CUDA
+
+TEST(MoEGroupedGemmFP8Kernels, RequiresCuda) {
+  GTEST_SKIP() << "built without CUDA";
+}
+
+#else
+
+namespace ck = cuda_kernels;
+namespace tol = fp8_gemm_tolerance;
+using gpu_test::kGpu;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr std::uint8_t kOne = 0x38;  // e4m3 1.0
+
+/// One problem: host operands (e4m3 codes, float scales) and the layout.
+struct Problem {
+  std::string name;
+  std::int64_t E = 0, N = 0, K = 0, M = 0;
+  std::int64_t max_m = 0;  // > 0: masked (M = E * max_m), `offsets` are the counts
+  std::vector<std::int32_t> offsets;
+  std::string act = "none";
+  std::vector<std::uint8_t> a, b;
+  std::vector<float> as, bs;
+
+  std::int64_t kblocks() const { return K / 128; }
+  std::int64_t nblocks() const { return (N + 127) / 128; }
+  std::int64_t n_out() const { return act == "none" ? N : N / 2; }
+  ck::MoEActivation activation() const {
+    return act == "none"           ? ck::MoEActivation::none
+           : act == "silu_and_mul" ? ck::MoEActivation::silu_and_mul
+                                   : ck::MoEActivation::gelu_and_mul;
+  }
+  /// (first row, rows) of each expert, the offsets made safe as the kernel documents.
+  std::vector<std::pair<std::int64_t, std::int64_t> > groups() const {
+    std::vector<std::pair<std::int64_t, std::int64_t> > g;
+    if (max_m > 0) {
+      for (std::int64_t e = 0; e < E; ++e)
+        g.emplace_back(e * max_m, std::clamp<std::int64_t>(offsets[e], 0, max_m));
+      return g;
+    }
+    std::int64_t prev = 0;
+    std::vector<std::int64_t> o;
+    for (const std::int32_t v : offsets) {
+      prev = std::max(prev, std::clamp<std::int64_t>(v, 0, M));
+      o.push_back(prev);
+    }
+    for (std::int64_t e = 0; e < E; ++e) g.emplace_back(o[e], o[e + 1] - o[e]);
+    return g;
+  }
+};
+
+Problem make_problem(std::string name, std::int64_t E, std::int64_t N, std::int64_t K,
+                     std::int64_t M, std::vector<std::int32_t> offsets, std::string act,
+                     std::int64_t max_m, unsigned seed) {
+  Problem p;
+  p.name = std::move(name);
+  p.E = E;
+  p.N = N;
+  p.K = K;
+  p.M = max_m > 0 ? E * max_m : M;
+  p.max_m = max_m;
+  p.offsets = std::move(offsets);
+  p.act = std::move(act);
+  std::mt19937 rng(seed);
+  // Codes of magnitude 2^-4 .. 7.5 with either sign, and one in 16 a zero.
+  const auto code = [&] {
+    const unsigned r = rng();
+    if ((r & 15u) == 0) return std::uint8_t{0};
+    return static_cast<std::uint8_t>(((r >> 4) & 0x80u) | ((3 + (r >> 8) % 7) << 3) |
+                                     ((r >> 16) & 7u));
+  };
+  std::uniform_real_distribution<double> mantissa(1.0, 2.0);
+  std::uniform_int_distribution<int> exponent(-8, 8);
+  const auto scale = [&] { return static_cast<float>(std::ldexp(mantissa(rng), exponent(rng))); };
+  p.a.resize(static_cast<std::size_t>(p.M * K));
+  p.b.resize(static_cast<std::size_t>(E * N * K));
+  p.as.resize(static_cast<std::size_t>(p.M * p.kblocks()));
+  p.bs.resize(static_cast<std::size_t>(E * p.nblocks() * p.kblocks()));
+  for (auto& v : p.a) v = code();
+  for (auto& v : p.b) v = code();
+  for (auto& v : p.as) v = scale();
+  for (auto& v : p.bs) v = scale();
+  return p;
+}
+
+template <class T>
+Tensor device_tensor(const std::vector<T>& host, Sizes sizes, DType dtype) {
+  Tensor t = Tensor::empty(std::move(sizes), dtype);
+  std::memcpy(t.data_ptr(), host.data(), host.size() * sizeof(T));
+  return t.to(kGpu);
+}
+
+/// The problem's tensors on the GPU, in the ops' shapes: a, a_scales, offsets, b, b_scales.
+std::vector<Tensor> device_inputs(const Problem& p) {
+  const Sizes rows = p.max_m > 0 ? Sizes{p.E, p.max_m} : Sizes{p.M};
+  Sizes a_sizes = rows;
+  a_sizes.push_back(p.K);
+  Sizes as_sizes = rows;
+  as_sizes.push_back(p.kblocks());
+  return {device_tensor(p.a, a_sizes, DType::float8_e4m3fn),
+          device_tensor(p.as, as_sizes, DType::float32),
+          device_tensor(p.offsets, {static_cast<std::int64_t>(p.offsets.size())}, DType::int32),
+          device_tensor(p.b, {p.E, p.N, p.K}, DType::float8_e4m3fn),
+          device_tensor(p.bs, {p.E, p.nblocks(), p.kblocks()}, DType::float32)};
+}
+
+ck::GroupedGemmFP8Args launch_args(const Problem& p, const std::vector<Tensor>& in,
+                                   const Tensor& c) {
+  ck::GroupedGemmFP8Args args;
+  args.a = in[0].data_ptr();
+  args.a_scales = in[1].data<float>();
+  args.offsets = in[2].data<std::int32_t>();
+  args.b = in[3].data_ptr();
+  args.b_scales = in[4].data<float>();
+  args.c = c.data_ptr();
+  args.M = p.M;
+  args.N = p.N;
+  args.K = p.K;
+  args.E = p.E;
+  args.max_m = p.max_m;
+  args.activation = p.activation();
+  return args;
+}
+
+/// c (as doubles) of one launch with `config` into a NaN-poisoned output.
+std::vector<double> run_config(const Problem& p, const std::vector<Tensor>& in,
+                               const ck::GroupedGemmFP8CudaConfig& config) {
+  const Tensor c = gpu_test::poisoned({p.M, p.n_out()}, DType::bfloat16);
+  ck::launch_grouped_gemm_fp8(launch_args(p, in, c), config, cuda_current_stream(0));
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  return c.to(Device::cpu()).to_vector();
+}
+
+double silu(double g) {
+  return g / (1.0 + std::exp(-g));
+}
+double gelu_tanh(double g) {
+  return 0.5 * g * (1.0 + std::tanh(0.7978845608028654 * (g + 0.044715 * g * g * g)));
+}
+
+/// Row r of expert e in double: S and A per weight row j (the manifest's terms (a s_a)(b s_b)).
+void reference_row(const Problem& p, const double* lut, std::int64_t e, std::int64_t r,
+                   std::vector<double>& sum, std::vector<double>& abs) {
+  sum.assign(static_cast<std::size_t>(p.N), 0.0);
+  abs.assign(static_cast<std::size_t>(p.N), 0.0);
+  const std::int64_t kb = p.kblocks();
+  std::vector<double> ad(static_cast<std::size_t>(p.K));
+  for (std::int64_t k = 0; k < p.K; ++k)
+    ad[k] = lut[p.a[r * p.K + k]] * static_cast<double>(p.as[r * kb + k / 128]);
+  for (std::int64_t j = 0; j < p.N; ++j) {
+    const std::uint8_t* brow = p.b.data() + (e * p.N + j) * p.K;
+    const float* bsr = p.bs.data() + (e * p.nblocks() + j / 128) * kb;
+    double s = 0;
+    double m = 0;
+    for (std::int64_t k = 0; k < p.K; ++k) {
+      const double t = ad[k] * (lut[brow[k]] * static_cast<double>(bsr[k / 128]));
+      s += t;
+      m += std::fabs(t);
+    }
+    sum[j] = s;
+    abs[j] = m;
+  }
+}
+
+/// Checks `got` against the reference on every row_sample-th row of each expert (and its first
+/// and last), and every row outside the groups for +0. Returns the largest |c - r| / A seen.
+double check(const Problem& p, const std::vector<double>& got, const std::string& what,
+             std::int64_t row_sample = 1) {
+  double lut[256];
+  for (int c = 0; c < 256; ++c) lut[c] = reference_fp8::e4m3_value(c);
+  const std::int64_t n_out = p.n_out();
+  std::vector<std::pair<std::int64_t, std::int64_t> > rows;  // (expert, row)
+  std::vector<bool> grouped(static_cast<std::size_t>(p.M), false);
+  const auto g = p.groups();
+  for (std::int64_t e = 0; e < p.E; ++e) {
+    for (std::int64_t i = 0; i < g[e].second; ++i) {
+      grouped[g[e].first + i] = true;
+      if (i % row_sample == 0 || i == g[e].second - 1) rows.emplace_back(e, g[e].first + i);
+    }
+  }
+  for (std::int64_t r = 0; r < p.M; ++r) {
+    if (grouped[r]) continue;
+    for (std::int64_t j = 0; j < n_out; ++j) {
+      const double v = got[r * n_out + j];
+      if (!(v == 0.0 && !std::signbit(v))) {
+        ADD_FAILURE() << what << ": row " << r << " outside the groups holds " << v << " at " << j;
+        return 0;
+      }
+    }
+  }
+  const unsigned workers = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+  std::vector<int> failures(workers, 0);
+  std::vector<double> worst(workers, 0.0);
+  std::vector<std::string> first_failure(workers);
+  std::vector<std::thread> threads;
+  for (unsigned w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      std::vector<double> sum, abs;
+      for (std::size_t i = w; i < rows.size(); i += workers) {
+        const auto [e, r] = rows[i];
+        reference_row(p, lut, e, r, sum, abs);
+        for (std::int64_t j = 0; j < n_out; ++j) {
+          double ref = sum[j];
+          double bound = 0;
+          double scale = abs[j];
+          if (p.act == "none") {
+            bound = tol::bound_none(ref, tol::cuda_accumulation(p.K, abs[j]));
+          } else {
+            const double gte = sum[j];
+            const double up = sum[j + n_out];
+            ref = (p.act == "silu_and_mul" ? silu(gte) : gelu_tanh(gte)) * up;
+            bound =
+                tol::bound_gated(ref, abs[j], abs[j + n_out], tol::cuda_accumulation(p.K, abs[j]),
+                                 tol::cuda_accumulation(p.K, abs[j + n_out]));
+            scale = abs[j] * abs[j + n_out];
+          }
+          const double v = got[r * n_out + j];
+          bool ok;
+          if (std::isnan(ref)) {
+            ok = std::isnan(v);
+          } else if (std::isinf(ref)) {
+            ok = v == ref;
+          } else {
+            ok = std::fabs(v - ref) <= bound;
+            if (ok && scale > 0) worst[w] = std::max(worst[w], std::fabs(v - ref) / scale);
+          }
+          if (!ok && failures[w]++ == 0) {
+            first_failure[w] = "c[" + std::to_string(r) + ", " + std::to_string(j) +
+                               "] = " + std::to_string(v) + ", reference " + std::to_string(ref) +
+                               ", bound " + std::to_string(bound);
+          }
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  double largest = 0;
+  for (unsigned w = 0; w < workers; ++w) {
+    EXPECT_EQ(failures[w], 0) << what << ": " << first_failure[w];
+    largest = std::max(largest, worst[w]);
+  }
+  return largest;
+}
+
+/// Every configuration of the tuning space on `p`.
+void check_every_config(const Problem& p, std::int64_t row_sample = 1) {
+  const std::vector<Tensor> in = device_inputs(p);
+  for (const auto& config : ck::grouped_gemm_fp8_tuning_space(launch_args(p, in, in[0]))) {
+    const std::string what = p.name + " {" + config.str() + "}";
+    const double worst = check(p, run_config(p, in, config), what, row_sample);
+    std::printf("[ fp8 err ] %s: max |c - r| / A = %.3g\n", what.c_str(), worst);
+  }
+}
+
+TEST(MoEGroupedGemmFP8Kernels, SmallShapesEveryConfig) {
+  SKIP_WITHOUT_GPU();
+  // K = 128 (one block); an empty expert, a segment of 125 rows, rows past offsets[E].
+  check_every_config(make_problem("k128", 4, 256, 128, 210, {0, 5, 5, 130, 200}, "none", 0, 1));
+  // Rows before offsets[0], segments not multiples of any tile, both gated activations.
+  for (const char* act : {"silu_and_mul", "gelu_and_mul"}) {
+    check_every_config(make_problem(std::string("uneven_") + act, 8, 256, 384, 470,
+                                    {3, 3, 70, 70, 200, 333, 333, 400, 465}, act, 0, 2));
+  }
+  // N = 200 (a partial weight block and a partial tile), N_out % 8 != 0 (register stores).
+  check_every_config(make_problem("n200", 3, 200, 256, 150, {0, 64, 65, 150}, "none", 0, 3));
+  // Untidy offsets: negative, past M, decreasing (made safe as the bf16 kernel's).
+  check_every_config(
+      make_problem("untidy", 5, 256, 128, 100, {-4, 30, 20, 60, 500, 90}, "none", 0, 4));
+}
+
+TEST(MoEGroupedGemmFP8Kernels, ManyExpertsEveryConfig) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(7);
+  std::vector<std::int32_t> off{0};
+  for (int e = 0; e < 256; ++e) {
+    const unsigned r = rng() % 8;
+    off.push_back(off.back() + static_cast<std::int32_t>(r == 0 ? 0 : r == 1 ? 200 : rng() % 70));
+  }
+  check_every_config(
+      make_problem("256_experts", 256, 256, 256, off.back(), off, "silu_and_mul", 0, 8), 3);
+}
+
+TEST(MoEGroupedGemmFP8Kernels, DeepSeekV3Shapes) {
+  SKIP_WITHOUT_GPU();
+  // gate_up (N = 4096, K = 7168) and down (N = 7168, K = 2048) on a few experts; sampled rows.
+  const Problem gate_up = make_problem("dsv3_gate_up", 4, 4096, 7168, 300, {0, 130, 131, 131, 300},
+                                       "silu_and_mul", 0, 11);
+  const Problem down =
+      make_problem("dsv3_down", 4, 7168, 2048, 333, {0, 64, 200, 200, 333}, "none", 0, 12);
+  for (const Problem* p : {&gate_up, &down}) {
+    const std::vector<Tensor> in = device_inputs(*p);
+    const auto config = ck::grouped_gemm_fp8_default_config(launch_args(*p, in, in[0]));
+    const double worst = check(*p, run_config(*p, in, config), p->name, 9);
+    std::printf("[ fp8 err ] %s: max |c - r| / A = %.3g\n", p->name.c_str(), worst);
+  }
+}
+
+TEST(MoEGroupedGemmFP8Kernels, MaskedCountsEveryConfig) {
+  SKIP_WITHOUT_GPU();
+  // Counts 0, 1, partial, max_m, and two outside [0, max_m] (clamped on CUDA).
+  for (const char* act : {"none", "silu_and_mul", "gelu_and_mul"}) {
+    check_every_config(make_problem(std::string("masked_") + act, 7, 512, 384, 0,
+                                    {0, 1, 64, 130, 200, -3, 500}, act, 200, 20));
+  }
+}
+
+// 0, inf and NaN scales: the manifest's values (IEEE products of the dequantized terms), among
+// them inf * 0 = NaN for a zero e4m3 value that the block sums alone would miss.
+TEST(MoEGroupedGemmFP8Kernels, NonFiniteAndZeroScales) {
+  SKIP_WITHOUT_GPU();
+  Problem p = make_problem("scales", 2, 256, 256, 20, {0, 8, 20}, "none", 0, 30);
+  std::fill(p.a.begin(), p.a.end(), kOne);
+  std::fill(p.b.begin(), p.b.end(), kOne);
+  std::fill(p.as.begin(), p.as.end(), 1.0f);
+  std::fill(p.bs.begin(), p.bs.end(), 1.0f);
+  const auto f = [](double v) { return static_cast<float>(v); };
+  p.as[3 * 2 + 0] = p.as[3 * 2 + 1] = 0.0f;  // row 3: every term 0
+  p.bs[(0 * 2 + 0) * 2 + 1] = 0.0f;          // expert 0 (rows 0-7), columns 0-127, K block 1
+  p.as[1 * 2 + 0] = f(kNaN);                 // row 1: NaN everywhere
+  p.as[0 * 2 + 1] = f(kInf);                 // row 0, block 1: +inf, times the 0 above: NaN
+  p.as[2 * 2 + 1] = f(kInf);                 // row 2 too, but a zero value there: inf * 0 = NaN
+  p.a[2 * 256 + 200] = 0;                    //   (the block sum, 127 inf, would say +inf)
+  p.bs[(1 * 2 + 1) * 2 + 0] = f(kNaN);       // expert 1 (rows 8-19), columns 128-255
+  p.bs[(1 * 2 + 0) * 2 + 0] = f(-kInf);      // expert 1, columns 0-127, block 0: -inf ...
+  p.as[9 * 2 + 1] = f(kInf);                 // ... and row 9's block 1 +inf: NaN
+  const std::vector<Tensor> in = device_inputs(p);
+  for (const auto& config : ck::grouped_gemm_fp8_tuning_space(launch_args(p, in, in[0]))) {
+    const std::vector<double> got = run_config(p, in, config);
+    check(p, got, "scales {" + config.str() + "}");
+    // Spot values (check() compares every element with the reference).
+    EXPECT_EQ(got[3 * 256 + 5], 0.0);
+    EXPECT_EQ(got[4 * 256 + 5], 128.0);
+    EXPECT_TRUE(std::isnan(got[0 * 256 + 5]));
+    EXPECT_EQ(got[0 * 256 + 130], kInf);
+    EXPECT_TRUE(std::isnan(got[2 * 256 + 130]));
+    EXPECT_TRUE(std::isnan(got[9 * 256 + 5]));
+    EXPECT_EQ(got[10 * 256 + 5], -kInf);
+  }
+}
+
+// The masked layout replays from a CUDA graph with new counts and the same result as a launch.
+TEST(MoEGroupedGemmFP8Kernels, MaskedLaunchIsGraphCapturable) {
+  SKIP_WITHOUT_GPU();
+  const Problem p = make_problem("graph", 4, 256, 256, 0, {3, 0, 64, 17}, "silu_and_mul", 64, 40);
+  const std::vector<Tensor> in = device_inputs(p);
+  const Tensor c = gpu_test::poisoned({p.M, p.n_out()}, DType::bfloat16);
+  const auto args = launch_args(p, in, c);
+  const auto config = ck::grouped_gemm_fp8_default_config(args);
+  ck::launch_grouped_gemm_fp8(args, config, cuda_current_stream(0));  // warm-up (attributes)
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  ASSERT_NO_THROW(ck::launch_grouped_gemm_fp8(args, config, stream));
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  // New counts, written on the device only: the replay reads them.
+  Problem q = p;
+  q.offsets = {64, 5, 0, 33};
+  const Tensor counts = device_tensor(q.offsets, {4}, DType::int32);
+  ASSERT_EQ(cudaMemcpy(in[2].data_ptr(), counts.data_ptr(), 16, cudaMemcpyDeviceToDevice),
+            cudaSuccess);
+  const Tensor poison = gpu_test::poisoned({p.M, p.n_out()}, DType::bfloat16);
+  ASSERT_EQ(cudaMemcpy(c.data_ptr(), poison.data_ptr(), static_cast<size_t>(p.M * p.n_out() * 2),
+                       cudaMemcpyDeviceToDevice),
+            cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  check(q, c.to(Device::cpu()).to_vector(), "graph replay");
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+TEST(MoEGroupedGemmFP8Kernels, OpsRunOnCudaAndRefuseWhatTheKernelCannotDo) {
+  SKIP_WITHOUT_GPU();
+  const Problem p = make_problem("op", 3, 256, 256, 90, {0, 40, 40, 90}, "silu_and_mul", 0, 50);
+  const std::vector<Tensor> in = device_inputs(p);
+  MoEGroupedGemmFP8FwdOp op({.activation = "silu_and_mul"});
+  const Tensor c = op(in[0], in[1], in[2], in[3], in[4]);
+  ASSERT_EQ(c.device(), kGpu);
+  check(p, c.to(Device::cpu()).to_vector(), "MoEGroupedGemmFP8FwdOp");
+  const Problem m = make_problem("op_masked", 3, 256, 256, 0, {0, 7, 16}, "none", 16, 51);
+  const std::vector<Tensor> min = device_inputs(m);
+  MoEGroupedGemmFP8MaskedFwdOp masked(MoEGroupedGemmFP8MaskedFwdOp::Params{});
+  check(m, masked(min[0], min[1], min[2], min[3], min[4]).to(Device::cpu()).to_vector(),
+        "masked op");
+  // Weight blocks of 64 and a gated N whose up half starts inside a 64-column group: refused on
+  // CUDA, naming the reason.
+  MoEGroupedGemmFP8FwdOp small_blocks({.block_n = 64});
+  try {
+    small_blocks(in[0], in[1], in[2], in[3], Tensor::zeros({3, 4, 2}, DType::float32).to(kGpu));
+    ADD_FAILURE() << "block_n = 64 ran on CUDA";
+  } catch (const DispatchError& e) {
+    EXPECT_THAT(e.what(), testing::HasSubstr("takes 128 x 128 weight blocks"));
+  }
+  const Problem odd = make_problem("odd", 2, 300, 128, 8, {0, 4, 8}, "silu_and_mul", 0, 52);
+  const std::vector<Tensor> oin = device_inputs(odd);
+  try {
+    op(oin[0], oin[1], oin[2], oin[3], oin[4]);
+    ADD_FAILURE() << "gated N = 300 ran on CUDA";
+  } catch (const DispatchError& e) {
+    EXPECT_THAT(e.what(), testing::HasSubstr("N / 2 to be a multiple of 64"));
+  }
+}
+
+#endif  // TILEOPS_WITH_CUDA
+
+}  // namespace
+}  // namespace tileops
