@@ -154,6 +154,8 @@ class LastCall:
 
 class _OpBase:
     compile_op_names: ClassVar[tuple[str, ...]] = ()
+    # Eager calls completed: a composite files under a stage only the sub-ops called by this call.
+    _completed: int = 0
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -236,6 +238,7 @@ class BoundaryOp(_OpBase):
                 if isinstance(exc, RuntimeError):
                     _raise_translated(exc)
                 raise
+            self._completed += 1
         if out is None:
             return result
         n_outputs = len(self._meta["outputs"])
@@ -317,15 +320,22 @@ class CompositeOp(_OpBase):
         return [op for (stage, _), op in sorted(self._held.items(), key=lambda kv: order.index(kv[0][0]))]
 
     def _invoke(self, inputs: tuple[Any, ...], out: torch.Tensor | None) -> Any:
-        from tileops import _composites
+        from tileops import _composites, _shapes
 
         self._check_tensors(inputs, out)
+        if not torch.compiler.is_compiling():
+            # No C++ call checks a composite's signature; traced, its stages' operators check theirs.
+            _shapes.check_call(self._meta, self._params, inputs)
+        before = {id(op): op._completed for op in self._held.values()}
         result = _composites.forward(self, inputs, out)
         if not torch.compiler.is_compiling():
+            self._completed += 1
+            called = [(s, op) for (s, _), op in self._held.items()
+                      if op._completed != before.get(id(op), 0)]
             self._last = LastCall(
                 device=str(inputs[0].device), has_out=out is not None, indices={}, tensors={},
                 written=(), stages={
-                    stage: tuple(op.last_call for (s, _), op in self._held.items() if s == stage)
+                    stage: tuple(op.last_call for s, op in called if s == stage)
                     for stage in (st["name"] for st in self._meta["stages"])
                 },
             )
