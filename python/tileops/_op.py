@@ -285,6 +285,10 @@ class BoundaryOp(_OpBase):
         return lines[0] if lines else None
 
 
+# Input signatures a composite remembers as checked (a serving loop sees one per token count).
+_CHECKED_MAX = 1024
+
+
 class CompositeOp(_OpBase):
     """An op composed of other ops' stages; traced, its stages' custom operators are the nodes."""
 
@@ -294,6 +298,7 @@ class CompositeOp(_OpBase):
         self._params = dict(params)
         self._target = target
         self._held: dict[tuple[str, str | None], Any] = {}
+        self._checked: set[tuple[Any, ...]] = set()
         self._tune = False
         self._last: LastCall | None = None
         _composites.construct(self)
@@ -325,7 +330,13 @@ class CompositeOp(_OpBase):
         self._check_tensors(inputs, out)
         if not torch.compiler.is_compiling():
             # No C++ call checks a composite's signature; traced, its stages' operators check theirs.
-            _shapes.check_call(self._meta, self._params, inputs)
+            # The check reads only shapes, dtypes and presence: once per distinct combination.
+            key = tuple(None if t is None else (tuple(t.shape), t.dtype) for t in inputs)
+            if key not in self._checked:
+                _shapes.check_call(self._meta, self._params, inputs)
+                if len(self._checked) >= _CHECKED_MAX:
+                    self._checked.clear()
+                self._checked.add(key)
         before = {id(op): op._completed for op in self._held.values()}
         result = _composites.forward(self, inputs, out)
         if not torch.compiler.is_compiling():
