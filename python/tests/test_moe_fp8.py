@@ -1,6 +1,7 @@
 """FusedMoEFwdOp with FP8 experts from Python: the weights' dtype selects the FP8 MLP (quantize,
 FP8 grouped GEMM, twice), the result is its stages run by hand bit for bit and matches a float64
-reference of the composition; misuse raises the composite's rule, as the C++ check words it."""
+reference of the composition, and compiles (fullgraph) to its stages' nodes; misuse raises the
+composite's rule, as the C++ check words it."""
 
 from __future__ import annotations
 
@@ -124,3 +125,28 @@ def test_the_fp8_rules_are_signature_errors(device: str) -> None:
     # Rules the composite had before FP8 are checked in Python too.
     with pytest.raises(tileops.SignatureError, match=r"shape rule 'top_k <= E' does not hold"):
         tileops.FusedMoEFwdOp(top_k=9)(x, logits, w13_bf16, w2_bf16)
+
+
+def test_fp8_layer_compiles_to_its_stages_nodes(device: str) -> None:
+    _skip_without_kernel(device)
+    from collections import Counter
+
+    x, logits, w13, w2, bias, s13, s2 = _inputs(device)
+    op = tileops.FusedMoEFwdOp(top_k=2, scoring="sigmoid", renormalize=True)
+    want = op(x, logits, w13, w2, bias, s13, s2)  # eager first: holds the FP8 MLP
+    graphs: list[torch.fx.GraphModule] = []
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: object) -> object:
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    got = torch.compile(lambda *a: op(*a), fullgraph=True, backend=backend)(
+        x, logits, w13, w2, bias, s13, s2)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    assert len(graphs) == 1
+    nodes = Counter(str(n.target).split(".")[1] for n in graphs[0].graph.nodes
+                    if n.op == "call_function" and str(n.target).startswith("tileops."))
+    assert nodes == Counter({"moe_top_k_routing_fwd": 1, "moe_pre_permute_fwd": 1,
+                             "quant_per_token_group_quant_fp8_fwd": 2,
+                             "moe_grouped_gemm_fp8_fwd": 2, "moe_post_permute_fwd": 1})
