@@ -6,6 +6,7 @@
 // message.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <set>
@@ -302,6 +303,40 @@ TEST(FusedMoEExpertsFP8, TheWeightsDTypeSelectsTheMLPHeldAtTheFirstFP8Call) {
   // A second FP8 call reuses the held MLP.
   op(x, tw, ids, l.w13.w, l.w2.w, Tensor(), l.w13.scales, l.w2.scales);
   EXPECT_EQ(op.held_delegates().size(), 4u);
+}
+
+TEST(FusedMoEExpertsFP8, ANaNWeightScalePoisonsExactlyTheTokensOfItsExpert) {
+  // A NaN scale of one w13 block of expert 2 makes h NaN in that block's columns; the
+  // quantization of h makes a NaN group's scale and values NaN (manifest/quant.yaml), and every
+  // output of down reads that group: each row of expert 2 is NaN, so each token routed to it is
+  // NaN in every column, and no other token is touched. The reference says the same.
+  const FP8Layer l = fp8_layer(4, 256, 128, 42);
+  const Tensor x = Tensor::randn({6, 256}, DType::bfloat16, 43);
+  const Tensor tw = Tensor::rand({6, 2}, DType::float32, 44, Device::cpu(), 0.1, 1.0);
+  const Tensor ids = distinct_ids(6, 2, 4, 45);
+  const Tensor scales = l.w13.scales.clone();
+  scales.set_at({2, 0, 1}, std::numeric_limits<double>::quiet_NaN());
+  FusedMoEExpertsFwdOp op({});
+  const Tensor y = op(x, tw, ids, l.w13.w, l.w2.w, Tensor(), scales, l.w2.scales);
+  const Tensor ref = run_reference("FusedMoEExpertsFwdOp",
+                                   {x, tw, ids, l.w13.w, l.w2.w, Tensor(), scales, l.w2.scales},
+                                   op.param_values())[0];
+  const Tensor clean = op(x, tw, ids, l.w13.w, l.w2.w, Tensor(), l.w13.scales, l.w2.scales);
+  int poisoned = 0;
+  for (std::int64_t t = 0; t < 6; ++t) {
+    const bool routed = ids.item_at({t, 0}) == 2 || ids.item_at({t, 1}) == 2;
+    poisoned += routed ? 1 : 0;
+    for (std::int64_t c = 0; c < 256; ++c) {
+      if (routed) {
+        ASSERT_TRUE(std::isnan(y.item_at({t, c}))) << t << ", " << c;
+        ASSERT_TRUE(std::isnan(ref.item_at({t, c}))) << t << ", " << c;
+      } else {
+        ASSERT_EQ(y.item_at({t, c}), clean.item_at({t, c})) << t << ", " << c;
+      }
+    }
+  }
+  EXPECT_GT(poisoned, 0);
+  EXPECT_LT(poisoned, 6);
 }
 
 // ---- FusedMoEFwdOp -----------------------------------------------------------------------------
