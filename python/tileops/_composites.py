@@ -35,6 +35,30 @@ def _forward_mlp(op: Any, x: torch.Tensor, offsets: torch.Tensor, w13: torch.Ten
     return op._down(h, offsets, w2, out=out)
 
 
+# The FP8 MLP's blocks: 1 x 128 activation groups, 128 x 128 weight blocks (manifest/moe.yaml).
+_FP8_BLOCK = 128
+
+
+def _construct_mlp_fp8(op: Any) -> None:
+    ops = _ops()
+    act = op._params["activation"]
+    op._quantize_x = op.delegate_for("quantize_x", None, ops.PerTokenGroupQuantFP8FwdOp, group_size=_FP8_BLOCK)
+    op._gate_up = op.delegate_for("gate_up", None, ops.MoEGroupedGemmFP8FwdOp, activation=act,
+                                  block_n=_FP8_BLOCK, block_k=_FP8_BLOCK)
+    op._quantize_h = op.delegate_for("quantize_h", None, ops.PerTokenGroupQuantFP8FwdOp, group_size=_FP8_BLOCK)
+    op._down = op.delegate_for("down", None, ops.MoEGroupedGemmFP8FwdOp, activation="none",
+                               block_n=_FP8_BLOCK, block_k=_FP8_BLOCK)
+
+
+def _forward_mlp_fp8(op: Any, x: torch.Tensor, offsets: torch.Tensor, w13: torch.Tensor,
+                     w2: torch.Tensor, w13_scales: torch.Tensor, w2_scales: torch.Tensor,
+                     out: torch.Tensor | None) -> torch.Tensor:
+    xq, xs = op._quantize_x(x)
+    h = op._gate_up(xq, xs, offsets, w13, w13_scales)
+    hq, hs = op._quantize_h(h)
+    return op._down(hq, hs, offsets, w2, w2_scales, out=out)
+
+
 def _construct_experts(op: Any) -> None:
     ops = _ops()
     op._mlp = op.delegate_for("mlp", None, ops.MoEExpertMLPFwdOp, activation=op._params["activation"])
@@ -43,11 +67,18 @@ def _construct_experts(op: Any) -> None:
 
 def _forward_experts(op: Any, x: torch.Tensor, topk_weights: torch.Tensor,
                      topk_ids: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor,
-                     expert_map: torch.Tensor | None, out: torch.Tensor | None) -> torch.Tensor:
+                     expert_map: torch.Tensor | None, w13_scales: torch.Tensor | None,
+                     w2_scales: torch.Tensor | None, out: torch.Tensor | None) -> torch.Tensor:
     experts = int(w13.shape[0])
     pre = op.delegate_for("pre_permute", f"E={experts}", _ops().MoEPrePermuteFwdOp, num_experts=experts)
     permuted, offsets, inverse = pre(x, topk_ids, expert_map)
-    h = op._mlp(permuted, offsets, w13, w2)
+    if w13.dtype == torch.float8_e4m3fn:
+        # The weights' dtype selects the MLP; the FP8 one is held at the first FP8 call.
+        mlp = op.delegate_for("mlp_fp8", None, _ops().MoEExpertMLPFP8FwdOp,
+                              activation=op._params["activation"])
+        h = mlp(permuted, offsets, w13, w2, w13_scales, w2_scales)
+    else:
+        h = op._mlp(permuted, offsets, w13, w2)
     return op._post(h, topk_weights, inverse, out=out)
 
 
@@ -59,20 +90,23 @@ def _construct_fused(op: Any) -> None:
     op._routing = op.delegate_for(
         "routing", None, ops.MoETopKRoutingFwdOp, top_k=p["top_k"], scoring=p["scoring"],
         renormalize=p["renormalize"], routed_scaling_factor=p["routed_scaling_factor"],
+        n_group=p["n_group"], topk_group=p["topk_group"],
     )
     op._experts = op.delegate_for("experts", None, ops.FusedMoEExpertsFwdOp, activation=p["activation"])
 
 
 def _forward_fused(op: Any, x: torch.Tensor, router_logits: torch.Tensor, w13: torch.Tensor,
                    w2: torch.Tensor, correction_bias: torch.Tensor | None,
+                   w13_scales: torch.Tensor | None, w2_scales: torch.Tensor | None,
                    out: torch.Tensor | None) -> torch.Tensor:
     topk_weights, topk_ids = op._routing(router_logits, correction_bias)
     # The single-device prepare/finalize passes the tokens through; the experts write `out`.
-    return op._experts(x, topk_weights, topk_ids, w13, w2, None, out=out)
+    return op._experts(x, topk_weights, topk_ids, w13, w2, None, w13_scales, w2_scales, out=out)
 
 
 _COMPOSITES: dict[str, tuple[Callable[[Any], None], Callable[..., torch.Tensor]]] = {
     "MoEExpertMLPFwdOp": (_construct_mlp, _forward_mlp),
+    "MoEExpertMLPFP8FwdOp": (_construct_mlp_fp8, _forward_mlp_fp8),
     "FusedMoEExpertsFwdOp": (_construct_experts, _forward_experts),
     "FusedMoEFwdOp": (_construct_fused, _forward_fused),
 }

@@ -154,6 +154,8 @@ class LastCall:
 
 class _OpBase:
     compile_op_names: ClassVar[tuple[str, ...]] = ()
+    # Eager calls completed: a composite files under a stage only the sub-ops called by this call.
+    _completed: int = 0
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -236,6 +238,7 @@ class BoundaryOp(_OpBase):
                 if isinstance(exc, RuntimeError):
                     _raise_translated(exc)
                 raise
+            self._completed += 1
         if out is None:
             return result
         n_outputs = len(self._meta["outputs"])
@@ -282,6 +285,10 @@ class BoundaryOp(_OpBase):
         return lines[0] if lines else None
 
 
+# Input signatures a composite remembers as checked (a serving loop sees one per token count).
+_CHECKED_MAX = 1024
+
+
 class CompositeOp(_OpBase):
     """An op composed of other ops' stages; traced, its stages' custom operators are the nodes."""
 
@@ -291,6 +298,7 @@ class CompositeOp(_OpBase):
         self._params = dict(params)
         self._target = target
         self._held: dict[tuple[str, str | None], Any] = {}
+        self._checked: set[tuple[Any, ...]] = set()
         self._tune = False
         self._last: LastCall | None = None
         _composites.construct(self)
@@ -317,15 +325,28 @@ class CompositeOp(_OpBase):
         return [op for (stage, _), op in sorted(self._held.items(), key=lambda kv: order.index(kv[0][0]))]
 
     def _invoke(self, inputs: tuple[Any, ...], out: torch.Tensor | None) -> Any:
-        from tileops import _composites
+        from tileops import _composites, _shapes
 
         self._check_tensors(inputs, out)
+        if not torch.compiler.is_compiling():
+            # No C++ call checks a composite's signature; traced, its stages' operators check theirs.
+            # The check reads only shapes, dtypes and presence: once per distinct combination.
+            key = tuple(None if t is None else (tuple(t.shape), t.dtype) for t in inputs)
+            if key not in self._checked:
+                _shapes.check_call(self._meta, self._params, inputs)
+                if len(self._checked) >= _CHECKED_MAX:
+                    self._checked.clear()
+                self._checked.add(key)
+        before = {id(op): op._completed for op in self._held.values()}
         result = _composites.forward(self, inputs, out)
         if not torch.compiler.is_compiling():
+            self._completed += 1
+            called = [(s, op) for (s, _), op in self._held.items()
+                      if op._completed != before.get(id(op), 0)]
             self._last = LastCall(
                 device=str(inputs[0].device), has_out=out is not None, indices={}, tensors={},
                 written=(), stages={
-                    stage: tuple(op.last_call for (s, _), op in self._held.items() if s == stage)
+                    stage: tuple(op.last_call for s, op in called if s == stage)
                     for stage in (st["name"] for st in self._meta["stages"])
                 },
             )

@@ -250,3 +250,42 @@ def infer_outputs(
     for name, expr in meta["lets"]:
         solver.env[name] = solver.eval(expr)
     return [(solver.output_shape(o["shape"]), solver.output_dtype(o["dtype"])) for o in meta["outputs"]]
+
+
+_PRESENT = re.compile(r"present\(\s*([A-Za-z_]\w*)\s*\)")
+_DTYPE_NAMES = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8",
+                "int16", "int32", "int64", "uint8", "bool", "float64")
+
+
+def check_call(meta: dict[str, Any], params: dict[str, Any],
+               inputs: Sequence[torch.Tensor | None]) -> None:
+    """The call checks of a composite, which has no C++ call behind it: the inputs' shapes and
+    dtypes against their declarations, then the shape rules and the dtype combinations, with the
+    C++ check's messages ("<Op>: shape rule '<rule>' does not hold")."""
+    present = {d["name"] for d, t in zip(meta["inputs"], inputs) if t is not None}
+    solver = Solver(meta, params, present)
+    tensors = [(d, t) for d, t in zip(meta["inputs"], inputs) if t is not None]
+    for final in (False, True):
+        pending = False
+        for decl, t in tensors:
+            pending |= not solver.unify(decl["name"], decl["shape"], t.shape, final)
+        if not pending:
+            break
+    for decl, t in tensors:
+        solver.bind_dtype(decl["name"], decl["dtype"], t.dtype)
+    for name, expr in meta["lets"]:
+        solver.env[name] = solver.eval(expr)
+    solver.env.update({d: d for d in _DTYPE_NAMES})
+    for rule in meta.get("shape_rules", []):
+        if not solver.eval(_PRESENT.sub(r"present('\1')", rule)):
+            raise SignatureError(f"tileops: {meta['name']}: shape rule '{rule}' does not hold")
+    combos = meta.get("dtype_combos", [])
+    if combos:
+        got = {k: solver.env.get(k) for k in combos[0]}
+        if got not in combos:
+            allowed = "; ".join(" ".join(f"{k}={v}" for k, v in row.items()) for row in combos)
+            spelled = " ".join(f"{k}={v}" for k, v in got.items())
+            raise DTypeError(
+                f"tileops: {meta['name']}: dtypes {spelled} are not a declared combination "
+                f"({allowed})"
+            )

@@ -203,19 +203,28 @@ TEST_F(CliTest, BenchSkipsEveryLargeMoEWorkloadOnTheCpu) {
   //   dsv3-down-4096t     a [32768,2048] + b [256,7168,2048] + offsets [257]      7.65 GB
   //   dsv3-512t (MLP)     x [4096,7168] + w13 [256,4096,7168] + w2 [256,7168,2048] 22.6 GB
   //   dsv3-512t, dsv3-4096t of the fused ops: the same w13 and w2 dominate        22.6 GB
+  //   FP8 experts: w13 [256,4096,7168] + w2 [256,7168,2048] e4m3 (11.27 GB), their scales
+  //   [256,32,56] + [256,56,16] float32 (2.7 MB) and x [M,7168] bf16 (58.7 MB at 4096 tokens,
+  //   7.3 MB at 512 for the fused ops; the MLP's x is [4096,7168])                 11.3 GB
   const std::vector<std::pair<std::string, std::string>> expected{
       {"MoEGroupedGemmFwdOp e128-n16k-1024-bfloat16", "22.8"},
       {"MoEGroupedGemmFwdOp dsv3-gate-up-512t-bfloat16", "15.1"},
       {"MoEGroupedGemmFwdOp dsv3-down-4096t-bfloat16", "7.65"},
       {"MoEExpertMLPFwdOp dsv3-512t-bfloat16", "22.6"},
-      {"FusedMoEExpertsFwdOp dsv3-512t-bfloat16", "22.6"},
-      {"FusedMoEFwdOp dsv3-512t-float32-bfloat16", "22.6"},
-      {"FusedMoEFwdOp dsv3-4096t-float32-bfloat16", "22.6"},
+      {"FusedMoEExpertsFwdOp dsv3-512t-bfloat16-bfloat16", "22.6"},
+      {"FusedMoEFwdOp dsv3-512t-float32-bfloat16-bfloat16", "22.6"},
+      {"FusedMoEFwdOp dsv3-4096t-float32-bfloat16-bfloat16", "22.6"},
+      {"MoEExpertMLPFP8FwdOp dsv3-fp8-512t", "11.3"},
+      {"FusedMoEExpertsFwdOp dsv3-fp8-512t-bfloat16-float8_e4m3fn", "11.3"},
+      {"FusedMoEFwdOp dsv3-fp8-4096t-float32-bfloat16-float8_e4m3fn", "11.3"},
+      {"FusedMoEFwdOp dsv3-fp8-512t-float32-bfloat16-float8_e4m3fn", "11.3"},
   };
-  const CommandResult r = tileops(
-      bench({"MoEGroupedGemmFwdOp", "MoEExpertMLPFwdOp", "FusedMoEExpertsFwdOp", "FusedMoEFwdOp",
-             "--workload", "e128-n16k-1024", "--workload", "dsv3-gate-up-512t", "--workload",
-             "dsv3-down-4096t", "--workload", "dsv3-512t", "--workload", "dsv3-4096t", "--quiet"}));
+  const CommandResult r = tileops(bench(
+      {"MoEGroupedGemmFwdOp", "MoEExpertMLPFwdOp", "MoEExpertMLPFP8FwdOp", "FusedMoEExpertsFwdOp",
+       "FusedMoEFwdOp",       "--workload",        "e128-n16k-1024",       "--workload",
+       "dsv3-gate-up-512t",   "--workload",        "dsv3-down-4096t",      "--workload",
+       "dsv3-512t",           "--workload",        "dsv3-4096t",           "--workload",
+       "dsv3-fp8-512t",       "--workload",        "dsv3-fp8-4096t",       "--quiet"}));
   ASSERT_EQ(r.exit_code, 0) << r;
   EXPECT_EQ(r.err, "");  // --quiet: no progress lines
   EXPECT_LT(r.max_rss_kb, 1'500'000) << r;
@@ -226,7 +235,7 @@ TEST_F(CliTest, BenchSkipsEveryLargeMoEWorkloadOnTheCpu) {
   const std::vector<BenchRow> rows = bench_rows(r.out);
   EXPECT_EQ(rows.size(), expected.size()) << r;
   EXPECT_THAT(r.out,
-              HasSubstr("\n7 cases: 0 passed, 0 failed, 0 errors, 0 unchecked, 7 skipped\n"));
+              HasSubstr("\n11 cases: 0 passed, 0 failed, 0 errors, 0 unchecked, 11 skipped\n"));
 }
 
 TEST_F(CliTest, BenchNoCheckByCaseIdWritesUncheckedCsvWithTheRoofline) {

@@ -24,7 +24,7 @@ TEST_F(CliTest, ManifestScanFindsTheKnownOps) {
   for (const char* op :
        {"RMSNormFwdOp", "FusedAddRMSNormFwdOp", "LongRoPEFwdOp", "MoETopKRoutingFwdOp",
         "MoEPrePermuteFwdOp", "MoEGroupedGemmFwdOp", "MoEExpertMLPFwdOp", "MoEPostPermuteFwdOp",
-        "FusedMoEExpertsFwdOp", "FusedMoEFwdOp"}) {
+        "FusedMoEExpertsFwdOp", "FusedMoEFwdOp", "MoEExpertMLPFP8FwdOp"}) {
     EXPECT_THAT(names, testing::Contains(op));
   }
   const ManifestOp& rope = find_op(manifest(), "LongRoPEFwdOp");
@@ -159,6 +159,32 @@ TEST_F(CliTest, DescribeShowsParamDefaultsAndShapes) {
   EXPECT_TRUE(matches(R"(^    y +T +\[\*S, \*normalized_shape\] +buffer: out$)")) << r;
   EXPECT_TRUE(matches(R"(^  llama3-8b-decode: S=\[1\] normalized_shape=\[4096\]$)")) << r;
   EXPECT_TRUE(matches(R"(^  ref_api: torch\.nn\.functional\.rms_norm$)")) << r;
+}
+
+TEST_F(CliTest, DescribeShowsTheFP8SignatureOfTheFusedMoE) {
+  // Facts of manifest/moe.yaml's FusedMoEFwdOp entry: the weights' dtype W, its combinations
+  // with T, the optional block scales and the rules tying them to W.
+  const CommandResult r = tileops({"describe", "FusedMoEFwdOp", "MoEExpertMLPFP8FwdOp"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  const auto matches = [&](const char* pattern) {
+    return std::regex_search(r.out, std::regex(pattern, std::regex::multiline));
+  };
+  EXPECT_TRUE(matches(R"(^    W +DType\[float16 \| bfloat16 \| float8_e4m3fn\]$)")) << r;
+  EXPECT_TRUE(matches(R"(^    w13 +W +\[E, 2 \* F, H\]$)")) << r;
+  EXPECT_TRUE(matches(
+      R"(^    w13_scales +float32 +\[E, ceil_div\(2 \* F, 128\), ceil_div\(H, 128\)\] +optional$)"))
+      << r;
+  EXPECT_TRUE(matches(
+      R"(^    w2_scales +float32 +\[E, ceil_div\(H, 128\), ceil_div\(F, 128\)\] +optional$)"))
+      << r;
+  EXPECT_TRUE(matches(R"(^    T=bfloat16 W=float8_e4m3fn$)")) << r;
+  EXPECT_TRUE(
+      matches(R"(^    W != float8_e4m3fn or \(present\(w13_scales\) and present\(w2_scales\)\)$)"))
+      << r;
+  EXPECT_TRUE(matches(R"(^    case dsv3-fp8-4096t-float32-bfloat16-float8_e4m3fn\b)")) << r;
+  // The FP8 MLP's stages.
+  EXPECT_TRUE(matches(R"(quantize_x.*PerTokenGroupQuantFP8FwdOp)")) << r;
+  EXPECT_TRUE(matches(R"(down.*MoEGroupedGemmFP8FwdOp)")) << r;
 }
 
 TEST_F(CliTest, DescribeUnknownOpIsAUsageErrorNamingIt) {

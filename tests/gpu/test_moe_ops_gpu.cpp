@@ -1,9 +1,9 @@
 // The MoE ops through the whole Op path on CUDA, against the double-precision references (and
 // the CPU implementation for the exact outputs): routing, pre-permute, grouped GEMM with each
-// activation, post-permute, and the fused MoE layer on shapes with experts that receive no
-// tokens, one token and all tokens; group-limited routing and the per-token-group FP8
-// quantization (the quant family) against the CPU implementation. Outputs are poisoned before each
-// call. Skipped without a GPU.
+// activation, post-permute, and the fused MoE layer (bf16 and FP8 experts) on shapes with experts
+// that receive no tokens, one token and all tokens; group-limited routing and the per-token-group
+// FP8 quantization (the quant family) against the CPU implementation. Outputs are poisoned before
+// each call. Skipped without a GPU.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -180,6 +180,32 @@ TEST(GpuMoEOps, FusedMoEMatchesTheReferenceAndTunes) {
         EXPECT_TRUE(k->tune_requested());
       }
     }
+  }
+}
+
+TEST(GpuMoEOps, FusedMoEWithFP8ExpertsMatchesTheReference) {
+  SKIP_WITHOUT_GPU();
+  // Every FP8 stage (quantization, FP8 grouped GEMMs) runs its CUDA kernel.
+  for (const std::int64_t tokens : {1, 16, 200}) {
+    FusedMoEFwdOp op(
+        {.top_k = 8, .scoring = "sigmoid", .renormalize = true, .routed_scaling_factor = 2.5});
+    const std::int64_t experts = 32;
+    const Tensor x = Tensor::randn({tokens, 256}, DType::bfloat16, 1);
+    const Tensor logits = Tensor::randn({tokens, experts}, DType::float32, 2);
+    const Tensor w13 = Tensor::randn({experts, 2 * 128, 256}, DType::float8_e4m3fn, 3);
+    const Tensor w2 = Tensor::randn({experts, 256, 128}, DType::float8_e4m3fn, 4);
+    const Tensor w13_scales =
+        Tensor::rand({experts, 2, 2}, DType::float32, 5, Device::cpu(), 0.03, 0.06);
+    const Tensor w2_scales =
+        Tensor::rand({experts, 2, 1}, DType::float32, 6, Device::cpu(), 0.05, 0.09);
+    const Tensor bias = Tensor::rand({experts}, DType::float32, 7, Device::cpu(), 0.0, 0.1);
+    const Tensor out = poisoned({tokens, 256}, DType::bfloat16);
+    op(x.to(kGpu), logits.to(kGpu), w13.to(kGpu), w2.to(kGpu), bias.to(kGpu), w13_scales.to(kGpu),
+       w2_scales.to(kGpu), out);
+    expect_close(out,
+                 reference("FusedMoEFwdOp", {x, logits, w13, w2, bias, w13_scales, w2_scales},
+                           op.param_values())[0],
+                 "FP8 tokens=" + std::to_string(tokens));
   }
 }
 

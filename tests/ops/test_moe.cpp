@@ -409,8 +409,9 @@ TEST(FusedMoE, TheDynamicPathTakesInjectedParameters) {
 }
 
 TEST(MoEFamily, ClassesAgreeWithTheManifestAndBuildDynamically) {
-  for (const OpClass* c : {&op_class_of<MoEExpertMLPFwdOp>(), &op_class_of<FusedMoEExpertsFwdOp>(),
-                           &op_class_of<FusedMoEFwdOp>(), &op_class_of<MoEGroupedGemmFwdOp>()}) {
+  for (const OpClass* c : {&op_class_of<MoEExpertMLPFwdOp>(), &op_class_of<MoEExpertMLPFP8FwdOp>(),
+                           &op_class_of<FusedMoEExpertsFwdOp>(), &op_class_of<FusedMoEFwdOp>(),
+                           &op_class_of<MoEGroupedGemmFwdOp>()}) {
     EXPECT_TRUE(c->registration_problems.empty()) << c->name;
   }
   EXPECT_EQ(op_class_of<FusedMoEFwdOp>().injected_parameters,
@@ -429,6 +430,9 @@ TEST(MoEFamily, WorkloadInputsAreValidInputs) {
     return std::optional<Spec>(Spec{DType::bfloat16, std::move(s)});
   };
   const auto typed = [](DType d, Sizes s) { return std::optional<Spec>(Spec{d, std::move(s)}); };
+  const auto fp8 = [](Sizes s) {
+    return std::optional<Spec>(Spec{DType::float8_e4m3fn, std::move(s)});
+  };
   const std::optional<Spec> absent;
   struct Case {
     const char* op;
@@ -454,11 +458,26 @@ TEST(MoEFamily, WorkloadInputsAreValidInputs) {
       {"FusedMoEExpertsFwdOp",
        {{"activation", std::string("silu_and_mul")}},
        {bf16({5, 32}), typed(DType::float32, {5, 2}), typed(DType::int32, {5, 2}),
-        bf16({4, 16, 32}), bf16({4, 32, 8}), absent}},
+        bf16({4, 16, 32}), bf16({4, 32, 8}), absent, absent, absent}},
       {"FusedMoEFwdOp",
        {{"top_k", std::int64_t{2}}},
        {bf16({5, 32}), typed(DType::float32, {5, 4}), bf16({4, 16, 32}), bf16({4, 32, 8}),
-        typed(DType::float32, {4})}},
+        typed(DType::float32, {4}), absent, absent}},
+      // FP8 experts: e4m3 weights and their 128 x 128 block scales
+      {"MoEExpertMLPFP8FwdOp",
+       {{"activation", std::string("silu_and_mul")}},
+       {bf16({20, 128}), typed(DType::int32, {5}), fp8({4, 256, 128}), fp8({4, 128, 128}),
+        typed(DType::float32, {4, 2, 1}), typed(DType::float32, {4, 1, 1})}},
+      {"FusedMoEExpertsFwdOp",
+       {{"activation", std::string("silu_and_mul")}},
+       {bf16({5, 128}), typed(DType::float32, {5, 2}), typed(DType::int32, {5, 2}),
+        fp8({4, 256, 128}), fp8({4, 128, 128}), absent, typed(DType::float32, {4, 2, 1}),
+        typed(DType::float32, {4, 1, 1})}},
+      {"FusedMoEFwdOp",
+       {{"top_k", std::int64_t{2}}},
+       {bf16({5, 128}), typed(DType::float32, {5, 4}), fp8({4, 256, 128}), fp8({4, 128, 128}),
+        typed(DType::float32, {4}), typed(DType::float32, {4, 2, 1}),
+        typed(DType::float32, {4, 1, 1})}},
   };
   for (const Case& c : cases) {
     const OpClass* op_class = find_op_class(c.op);

@@ -282,6 +282,66 @@ TEST(ExpertParallel, SimulatedRanksMatchTheSingleDeviceFusedMoE) {
   }
 }
 
+TEST(ExpertParallel, FP8ExpertsAfterTheDispatchMatchTheSingleDeviceFusedMoE) {
+  // FP8 weights (128 x 128 block scales): the ranks dispatch bf16 rows and their experts quantize
+  // after the dispatch, per row, so each rank's rows are computed as on one device; world size 1
+  // is exact, more ranks are within the bound above (same h, partials rounded per rank).
+  const Layer l{.hidden = 128, .ffn = 128};
+  const auto scales = [&](std::int64_t n, std::int64_t k, std::uint64_t seed) {
+    return Tensor::rand({l.experts, n / 128, k / 128}, DType::float32, seed, Device::cpu(), 0.02,
+                        0.05);
+  };
+  const Tensor w13_scales = scales(2 * l.ffn, l.hidden, 31);
+  const Tensor w2_scales = scales(l.hidden, l.ffn, 32);
+  for (const std::int64_t ranks : {1, 2, 4}) {
+    Batch b = global_batch(l, ranks, Routing::random, 21 + ranks);
+    b.w13 = Tensor::randn(b.w13.sizes(), DType::float8_e4m3fn, 33);
+    b.w2 = Tensor::randn(b.w2.sizes(), DType::float8_e4m3fn, 34);
+    FusedMoEFwdOp single(kParams);
+    const Tensor ref = single(b.x, b.logits, b.w13, b.w2, Tensor(), w13_scales, w2_scales);
+    LoopbackGroup group(ranks, kNoTimeout);
+    std::vector<Tensor> ys(ranks);
+    std::vector<double> peaks(ranks);
+    const auto errors = run_ranks(
+        ranks,
+        [&](std::int64_t r) {
+          auto pf = std::make_shared<ExpertParallelPrepareFinalize>(
+              group.transport(r), ExpertParallelConfig{l.experts, l.top_k, l.hidden, l.dtype});
+          FusedMoEExpertsFwdOp experts({});
+          MoETopKRoutingFwdOp routing({.top_k = l.top_k, .renormalize = true});
+          const std::int64_t m = l.tokens_per_rank, per_rank = l.experts / ranks;
+          const auto mine = [&](const Tensor& t) {
+            return t.slice(0, r * per_rank, (r + 1) * per_rank);
+          };
+          const auto [w, ids] = routing(b.logits.slice(0, r * m, (r + 1) * m), Tensor());
+          const MoEPreparedTokens in = pf->prepare(b.x.slice(0, r * m, (r + 1) * m), w, ids);
+          const Tensor partials =
+              experts(in.x, in.topk_weights, in.topk_ids, mine(b.w13), mine(b.w2), in.expert_map,
+                      mine(w13_scales), mine(w2_scales));
+          EXPECT_EQ(experts.last_call()->stage("mlp_fp8").size(), 1u);
+          ys[r] = Tensor::empty({m, l.hidden}, l.dtype);
+          pf->finalize(partials, ys[r]);
+          peaks[r] = max_abs(partials);
+        },
+        &group);
+    for (const auto& e : errors) ASSERT_EQ(outcome(e), "ok") << "ranks " << ranks;
+    const double peak = *std::max_element(peaks.begin(), peaks.end());
+    const double bound =
+        ranks == 1 ? 0.0 : 3.1 * unit_roundoff(l.dtype) * double(std::min(l.top_k, ranks)) * peak;
+    double worst = 0;
+    for (std::int64_t r = 0; r < ranks; ++r) {
+      const std::int64_t m = l.tokens_per_rank;
+      for (std::int64_t t = 0; t < m; ++t) {
+        for (std::int64_t h = 0; h < l.hidden; ++h) {
+          worst = std::max(worst, std::abs(ys[r].item_at({t, h}) - ref.item_at({r * m + t, h})));
+        }
+      }
+    }
+    EXPECT_LE(worst, bound) << "ranks " << ranks;
+    EXPECT_GT(peak, 0.0) << "ranks " << ranks;
+  }
+}
+
 TEST(ExpertParallel, CallsThatBreakTheGroupsConfigurationAreUsageErrors) {
   LoopbackGroup group(1, kNoTimeout);
   ExpertParallelPrepareFinalize pf(group.transport(0), {4, 2, 8, DType::bfloat16});

@@ -93,6 +93,22 @@ std::vector<Case> cases() {
           .top_k = 3, .scoring = "sigmoid", .renormalize = true, .routed_scaling_factor = 2.5}),
       {x, Tensor::randn({21, 6}, DType::float32, 19), w13, w2,
        Tensor::rand({6}, DType::float32, 20, Device::cpu(), 0.0, 0.1)});
+  // FP8 experts: e4m3 weights with 128 x 128 block scales (H = 256, F = 128)
+  const Tensor x8 = Tensor::randn({13, 256}, DType::bfloat16, 25);
+  const Tensor w13_8 = Tensor::randn({5, 256, 256}, DType::float8_e4m3fn, 26);
+  const Tensor w13_s = Tensor::rand({5, 2, 2}, DType::float32, 27, Device::cpu(), 0.02, 0.08);
+  const Tensor w2_8 = Tensor::randn({5, 256, 128}, DType::float8_e4m3fn, 28);
+  const Tensor w2_s = Tensor::rand({5, 2, 1}, DType::float32, 29, Device::cpu(), 0.02, 0.08);
+  add("expert_mlp_fp8", std::make_unique<MoEExpertMLPFP8FwdOp>(MoEExpertMLPFP8FwdOp::Params{}),
+      {x8, offsets_of({3, 0, 6, 2, 1}), w13_8, w2_8, w13_s, w2_s});
+  add("fused_experts_fp8", std::make_unique<FusedMoEExpertsFwdOp>(FusedMoEExpertsFwdOp::Params{}),
+      {x8, Tensor::rand({13, 2}, DType::float32, 30, Device::cpu(), 0.0, 1.0),
+       distinct_ids(13, 2, 5, 31), w13_8, w2_8, Tensor(), w13_s, w2_s});
+  add("fused_moe_fp8",
+      std::make_unique<FusedMoEFwdOp>(FusedMoEFwdOp::Params{
+          .top_k = 2, .scoring = "sigmoid", .renormalize = true, .routed_scaling_factor = 2.5}),
+      {x8, Tensor::randn({13, 5}, DType::float32, 32), w13_8, w2_8,
+       Tensor::rand({5}, DType::float32, 33, Device::cpu(), 0.0, 0.1), w13_s, w2_s});
   return out;
 }
 

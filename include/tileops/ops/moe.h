@@ -5,6 +5,9 @@
 //   tileops::FusedMoEFwdOp moe({.top_k = 8, .scoring = "sigmoid", .renormalize = true,
 //                               .routed_scaling_factor = 2.5});
 //   tileops::Tensor y = moe(x, router_logits, w13, w2, correction_bias);
+//   // FP8 experts (float8_e4m3fn weights, 128 x 128 block scales), selected by w13's dtype:
+//   tileops::Tensor y8 = moe(x, router_logits, w13_fp8, w2_fp8, correction_bias, w13_scales,
+//                            w2_scales);
 #pragma once
 
 #include <cstdint>
@@ -18,6 +21,7 @@
 #include "tileops/base/schema.h"
 #include "tileops/gen/moe.h"
 #include "tileops/kernel/moe.h"
+#include "tileops/ops/quant.h"
 
 namespace tileops {
 
@@ -126,8 +130,30 @@ class MoEExpertMLPFwdOp final : public gen::MoEExpertMLPFwdOpBase<MoEExpertMLPFw
   MoEGroupedGemmFwdOp* down_ = nullptr;
 };
 
+/// The experts' MLP with FP8 block-scaled weights: stages quantize_x, gate_up (FP8 grouped GEMM
+/// fusing the activation), quantize_h and down, all settled at construction.
+class MoEExpertMLPFP8FwdOp final : public gen::MoEExpertMLPFP8FwdOpBase<MoEExpertMLPFP8FwdOp> {
+ public:
+  explicit MoEExpertMLPFP8FwdOp(Params params, Target target = {});
+  static std::vector<DelegateType> delegate_types();
+  /// Uniform routing offsets; e4m3 weights of variance 1/fan-in with their block scales.
+  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
+                                             Device device);
+  std::string roof_key() const override;
+  void forward(const SignatureCall& call, const Tensor& x, const Tensor& expert_offsets,
+               const Tensor& w13, const Tensor& w2, const Tensor& w13_scales,
+               const Tensor& w2_scales, const Tensor& y);
+
+ private:
+  PerTokenGroupQuantFP8FwdOp* quantize_x_ = nullptr;
+  MoEGroupedGemmFP8FwdOp* gate_up_ = nullptr;
+  PerTokenGroupQuantFP8FwdOp* quantize_h_ = nullptr;
+  MoEGroupedGemmFP8FwdOp* down_ = nullptr;
+};
+
 /// The routed experts for given ids and weights: stages pre_permute (one sub-op per expert
-/// count seen at call time), mlp and post_permute.
+/// count seen at call time), mlp (weights of x's dtype; settled at construction) or mlp_fp8
+/// (float8_e4m3fn weights with block scales; held at the first such call), and post_permute.
 class FusedMoEExpertsFwdOp final : public gen::FusedMoEExpertsFwdOpBase<FusedMoEExpertsFwdOp> {
  public:
   explicit FusedMoEExpertsFwdOp(Params params, Target target = {});
@@ -137,7 +163,8 @@ class FusedMoEExpertsFwdOp final : public gen::FusedMoEExpertsFwdOpBase<FusedMoE
   std::string roof_key() const override;
   void forward(const SignatureCall& call, const Tensor& x, const Tensor& topk_weights,
                const Tensor& topk_ids, const Tensor& w13, const Tensor& w2,
-               const Tensor& expert_map, const Tensor& y);
+               const Tensor& expert_map, const Tensor& w13_scales, const Tensor& w2_scales,
+               const Tensor& y);
 
  private:
   MoEExpertMLPFwdOp* mlp_ = nullptr;
@@ -193,7 +220,8 @@ class FusedMoEFwdOp final : public gen::FusedMoEFwdOpBase<FusedMoEFwdOp> {
   std::string roof_key() const override;
   const MoEPrepareFinalize& prepare_finalize() const { return *prepare_finalize_; }
   void forward(const SignatureCall& call, const Tensor& x, const Tensor& router_logits,
-               const Tensor& w13, const Tensor& w2, const Tensor& correction_bias, const Tensor& y);
+               const Tensor& w13, const Tensor& w2, const Tensor& correction_bias,
+               const Tensor& w13_scales, const Tensor& w2_scales, const Tensor& y);
 
  private:
   static Params settle(Params params, const FusedMoEExpertsFwdOp* experts,

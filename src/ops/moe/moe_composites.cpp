@@ -1,6 +1,7 @@
-// The composite ops of the MoE family: the expert MLP (two grouped GEMMs), the fused experts
-// (pre-permute per expert count, MLP, post-permute) and the fused MoE layer (routing, then the
-// experts between a prepare and a finalize step).
+// The composite ops of the MoE family: the expert MLP (two grouped GEMMs), its FP8 form
+// (quantize, FP8 grouped GEMM, twice), the fused experts (pre-permute per expert count, the MLP
+// the weights' dtype selects, post-permute) and the fused MoE layer (routing, then the experts
+// between a prepare and a finalize step).
 #include <fmt/format.h>
 
 #include "tileops/ops/moe.h"
@@ -30,6 +31,60 @@ void MoEExpertMLPFwdOp::forward(const SignatureCall&, const Tensor& x, const Ten
   (*down_)(h, expert_offsets, w2, y);
 }
 
+// ---- MoEExpertMLPFP8FwdOp ------------------------------------------------------------------
+
+namespace {
+
+// DeepSeek-V3's block: 1 x 128 activation groups, 128 x 128 weight blocks (manifest/moe.yaml).
+constexpr std::int64_t kFP8Block = 128;
+
+/// "tensor_core.fp8" when the last call of `op` had FP8 weights (its W index), else bf16's.
+std::string roof_key_by_weights(const Op& op) {
+  try {
+    return op.last_call()->dtype_index("W") == DType::float8_e4m3fn ? "tensor_core.fp8"
+                                                                    : "tensor_core.bf16";
+  } catch (const UsageError&) {  // no call yet: the bf16 path is the default
+    return "tensor_core.bf16";
+  }
+}
+
+}  // namespace
+
+MoEExpertMLPFP8FwdOp::MoEExpertMLPFP8FwdOp(Params params, Target target)
+    : MoEExpertMLPFP8FwdOpBase(std::move(params), std::move(target)) {
+  quantize_x_ = &delegate_for<PerTokenGroupQuantFP8FwdOp>("quantize_x", std::nullopt, nullptr,
+                                                          {.group_size = kFP8Block});
+  gate_up_ = &delegate_for<MoEGroupedGemmFP8FwdOp>(
+      "gate_up", std::nullopt, nullptr,
+      {.activation = this->params().activation, .block_n = kFP8Block, .block_k = kFP8Block});
+  quantize_h_ = &delegate_for<PerTokenGroupQuantFP8FwdOp>("quantize_h", std::nullopt, nullptr,
+                                                          {.group_size = kFP8Block});
+  down_ = &delegate_for<MoEGroupedGemmFP8FwdOp>(
+      "down", std::nullopt, nullptr,
+      {.activation = "none", .block_n = kFP8Block, .block_k = kFP8Block});
+}
+
+std::vector<DelegateType> MoEExpertMLPFP8FwdOp::delegate_types() {
+  return {{"quantize_x", "PerTokenGroupQuantFP8FwdOp"},
+          {"gate_up", "MoEGroupedGemmFP8FwdOp"},
+          {"quantize_h", "PerTokenGroupQuantFP8FwdOp"},
+          {"down", "MoEGroupedGemmFP8FwdOp"}};
+}
+
+std::string MoEExpertMLPFP8FwdOp::roof_key() const {
+  return "tensor_core.fp8";
+}
+
+void MoEExpertMLPFP8FwdOp::forward(const SignatureCall&, const Tensor& x,
+                                   const Tensor& expert_offsets, const Tensor& w13,
+                                   const Tensor& w2, const Tensor& w13_scales,
+                                   const Tensor& w2_scales, const Tensor& y) {
+  const auto [xq, xs] = (*quantize_x_)(x);
+  const Tensor h = (*gate_up_)(xq, xs, expert_offsets, w13, w13_scales);
+  const auto [hq, hs] = (*quantize_h_)(h);
+  (*down_)(hq, hs, expert_offsets, w2, w2_scales, y);
+}
+
 // ---- FusedMoEExpertsFwdOp ------------------------------------------------------------------
 
 FusedMoEExpertsFwdOp::FusedMoEExpertsFwdOp(Params params, Target target)
@@ -42,23 +97,34 @@ FusedMoEExpertsFwdOp::FusedMoEExpertsFwdOp(Params params, Target target)
 std::vector<DelegateType> FusedMoEExpertsFwdOp::delegate_types() {
   return {{"pre_permute", "MoEPrePermuteFwdOp"},
           {"mlp", "MoEExpertMLPFwdOp"},
+          {"mlp_fp8", "MoEExpertMLPFP8FwdOp"},
           {"post_permute", "MoEPostPermuteFwdOp"}};
 }
 
 std::string FusedMoEExpertsFwdOp::roof_key() const {
-  return "tensor_core.bf16";
+  return roof_key_by_weights(*this);
 }
 
 void FusedMoEExpertsFwdOp::forward(const SignatureCall&, const Tensor& x,
                                    const Tensor& topk_weights, const Tensor& topk_ids,
                                    const Tensor& w13, const Tensor& w2, const Tensor& expert_map,
+                                   const Tensor& w13_scales, const Tensor& w2_scales,
                                    const Tensor& y) {
   // The expert count is known only now: one pre-permute sub-op per count (identity "E=<n>").
   const std::int64_t experts = w13.size(0);
   auto& pre_permute = delegate_for<MoEPrePermuteFwdOp>("pre_permute", fmt::format("E={}", experts),
                                                        nullptr, {.num_experts = experts});
   const auto [permuted, offsets, inverse] = pre_permute(x, topk_ids, expert_map);
-  const Tensor h = (*mlp_)(permuted, offsets, w13, w2);
+  // The weights' dtype selects the MLP (the signature tied the scales to it); the FP8 one is
+  // held at the first FP8 call, so a bf16 model never holds it.
+  Tensor h;
+  if (w13.dtype() == DType::float8_e4m3fn) {
+    auto& mlp_fp8 = delegate_for<MoEExpertMLPFP8FwdOp>("mlp_fp8", std::nullopt, nullptr,
+                                                       {.activation = params().activation});
+    h = mlp_fp8(permuted, offsets, w13, w2, w13_scales, w2_scales);
+  } else {
+    h = (*mlp_)(permuted, offsets, w13, w2);
+  }
   (*post_permute_)(h, topk_weights, inverse, y);
 }
 
@@ -141,20 +207,21 @@ std::unique_ptr<FusedMoEFwdOp> FusedMoEFwdOp::from_params(const ParamMap& params
 }
 
 std::string FusedMoEFwdOp::roof_key() const {
-  return "tensor_core.bf16";
+  return roof_key_by_weights(*this);
 }
 
 void FusedMoEFwdOp::forward(const SignatureCall&, const Tensor& x, const Tensor& router_logits,
                             const Tensor& w13, const Tensor& w2, const Tensor& correction_bias,
-                            const Tensor& y) {
+                            const Tensor& w13_scales, const Tensor& w2_scales, const Tensor& y) {
   const auto [topk_weights, topk_ids] = (*routing_)(router_logits, correction_bias);
   const MoEPreparedTokens tokens = prepare_finalize_->prepare(x, topk_weights, topk_ids);
-  const Tensor expert_output =
-      (*experts_)(tokens.x, tokens.topk_weights, tokens.topk_ids, w13, w2, tokens.expert_map);
+  const Tensor expert_output = (*experts_)(tokens.x, tokens.topk_weights, tokens.topk_ids, w13, w2,
+                                           tokens.expert_map, w13_scales, w2_scales);
   prepare_finalize_->finalize(expert_output, y);
 }
 
 TILEOPS_REGISTER_OP(MoEExpertMLPFwdOp)
+TILEOPS_REGISTER_OP(MoEExpertMLPFP8FwdOp)
 TILEOPS_REGISTER_OP(FusedMoEExpertsFwdOp)
 TILEOPS_REGISTER_OP(FusedMoEFwdOp)
 

@@ -1,7 +1,9 @@
 // Double-precision references of the MoE family (tests and `tileops bench` check against them).
 // The composite references round their intermediate results to the activation dtype exactly
 // where the ops' sub-ops hand over tensors of that dtype (the expert MLP's h and y), so they
-// check the composition, not a different algorithm.
+// check the composition, not a different algorithm. The FP8 expert MLP is the registered
+// references of its sub-ops run in its order (quantization, FP8 grouped GEMM, twice), each
+// handed what the op hands over (e4m3 codes and float32 scales, h and y in bfloat16).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -11,6 +13,7 @@
 #include "ops/moe/moe_reference_math.h"
 #include "tileops/base/reference.h"
 #include "tileops/core/value.h"
+#include "tileops/gen/quant.h"
 
 namespace tileops {
 namespace {
@@ -110,6 +113,11 @@ Values grouped_gemm(const Values& a, const std::vector<std::int64_t>& offsets, c
   return c;
 }
 
+/// Input i, or undefined when the caller passed fewer (absent trailing optional inputs).
+Tensor input_or_none(std::span<const Tensor> in, std::size_t i) {
+  return i < in.size() ? in[i] : Tensor();
+}
+
 std::vector<std::int64_t> as_ints(const Values& v) {
   return {v.begin(), v.end()};
 }
@@ -122,6 +130,46 @@ Values expert_mlp(const Values& x, const std::vector<std::int64_t>& offsets, con
   const Values h =
       round_to(grouped_gemm(x, offsets, values_of(w13), rows, 2 * f, hidden, act), dtype);
   return round_to(grouped_gemm(h, offsets, values_of(w2), rows, hidden, f, "none"), dtype);
+}
+
+/// The registered reference of `op` (the FP8 MLP composes its sub-ops' references).
+std::vector<Tensor> reference_of(const char* op, std::vector<Tensor> inputs,
+                                 const ParamMap& params) {
+  const ReferenceFn* fn = find_reference(op);
+  if (fn == nullptr) throw UsageError(std::string("no reference registered for ") + op);
+  return (*fn)(inputs, params);
+}
+
+/// The FP8 weights of one expert MLP, as MoEExpertMLPFP8FwdOp takes them.
+struct FP8Weights {
+  Tensor w13, w2, w13_scales, w2_scales;
+};
+
+/// y [rows, H] of MoEExpertMLPFP8FwdOp on bfloat16 rows `x`: quantize (1 x 128), the FP8 GEMM
+/// with the activation, h to bfloat16, quantize, the FP8 GEMM, y to bfloat16.
+Tensor expert_mlp_fp8(const Tensor& x, const Tensor& offsets, const FP8Weights& w,
+                      const std::string& act) {
+  constexpr std::int64_t block = 128;  // manifest/moe.yaml: MoEExpertMLPFP8FwdOp
+  const ParamMap quant{{"group_size", block}, {"eps", gen::PerTokenGroupQuantFP8FwdOpParams{}.eps}};
+  const auto gemm = [&](const std::string& activation) {
+    return ParamMap{{"activation", activation}, {"block_n", block}, {"block_k", block}};
+  };
+  const auto xq = reference_of("PerTokenGroupQuantFP8FwdOp", {x.to(DType::bfloat16)}, quant);
+  const Tensor h = reference_of("MoEGroupedGemmFP8FwdOp",
+                                {xq[0], xq[1], offsets, w.w13, w.w13_scales}, gemm(act))[0]
+                       .to(DType::bfloat16);
+  const auto hq = reference_of("PerTokenGroupQuantFP8FwdOp", {h}, quant);
+  return reference_of("MoEGroupedGemmFP8FwdOp", {hq[0], hq[1], offsets, w.w2, w.w2_scales},
+                      gemm("none"))[0]
+      .to(DType::bfloat16);
+}
+
+/// An int32 CPU tensor of `v`.
+Tensor int32_of(const std::vector<std::int64_t>& v) {
+  Tensor t = Tensor::empty({static_cast<std::int64_t>(v.size())}, DType::int32);
+  for (std::size_t i = 0; i < v.size(); ++i)
+    t.data<std::int32_t>()[i] = static_cast<std::int32_t>(v[i]);
+  return t;
 }
 
 Values post_permute(const Values& expert_out, const Values& weights,
@@ -141,10 +189,11 @@ Values post_permute(const Values& expert_out, const Values& weights,
   return y;
 }
 
-/// The fused experts' y for ids (global) and weights.
+/// The fused experts' y for ids (global) and weights; FP8 weights (with their scales in `fp8`)
+/// select the FP8 MLP, as the op does.
 Values fused_experts(const Tensor& x, const Values& weights, const std::vector<std::int64_t>& ids,
                      const Tensor& w13, const Tensor& w2, const Values& map, std::int64_t top_k,
-                     const std::string& act) {
+                     const std::string& act, const FP8Weights& fp8) {
   const std::int64_t tokens = x.size(0);
   const std::int64_t hidden = x.size(1);
   const Permuted p = permute(ids, map, top_k, w13.size(0));
@@ -155,7 +204,11 @@ Values fused_experts(const Tensor& x, const Values& weights, const std::vector<s
     std::copy_n(xv.begin() + p.source[i] * hidden, hidden,
                 xp.begin() + static_cast<std::int64_t>(i) * hidden);
   }
-  const Values h = expert_mlp(xp, p.offsets, w13, w2, rows, act, x.dtype());
+  const Values h = w13.dtype() == DType::float8_e4m3fn
+                       ? expert_mlp_fp8(tensor_of(xp, {rows, hidden}), int32_of(p.offsets),
+                                        {w13, w2, fp8.w13_scales, fp8.w2_scales}, act)
+                             .to_vector()
+                       : expert_mlp(xp, p.offsets, w13, w2, rows, act, x.dtype());
   return post_permute(h, weights, p.inverse, tokens, top_k, hidden, 1.0);
 }
 
@@ -202,6 +255,11 @@ std::vector<Tensor> expert_mlp_reference(std::span<const Tensor> in, const Param
   return {tensor_of(y, {rows, in[0].size(1)})};
 }
 
+std::vector<Tensor> expert_mlp_fp8_reference(std::span<const Tensor> in, const ParamMap& p) {
+  return {expert_mlp_fp8(in[0], in[1], {in[2], in[3], in[4], in[5]}, text_param(p, "activation"))
+              .to(DType::float32)};
+}
+
 std::vector<Tensor> post_permute_reference(std::span<const Tensor> in, const ParamMap& p) {
   const std::int64_t tokens = in[1].size(0);
   const std::int64_t top_k = in[1].size(1);
@@ -213,8 +271,10 @@ std::vector<Tensor> post_permute_reference(std::span<const Tensor> in, const Par
 
 std::vector<Tensor> fused_experts_reference(std::span<const Tensor> in, const ParamMap& p) {
   const std::int64_t top_k = in[2].size(1);
-  const Values y = fused_experts(in[0], values_of(in[1]), as_ints(values_of(in[2])), in[3], in[4],
-                                 values_of(in[5]), top_k, text_param(p, "activation"));
+  const Values y =
+      fused_experts(in[0], values_of(in[1]), as_ints(values_of(in[2])), in[3], in[4],
+                    values_of(input_or_none(in, 5)), top_k, text_param(p, "activation"),
+                    {{}, {}, input_or_none(in, 6), input_or_none(in, 7)});
   return {tensor_of(y, {in[0].size(0), in[0].size(1)})};
 }
 
@@ -222,13 +282,15 @@ std::vector<Tensor> fused_moe_reference(std::span<const Tensor> in, const ParamM
   const std::int64_t tokens = in[0].size(0);
   const std::int64_t experts = in[1].size(1);
   const std::int64_t top_k = std::get<std::int64_t>(p.at("top_k"));
-  const Routing r = route(values_of(in[1]), values_of(in[4]), tokens, experts, route_rule(p));
+  const Routing r =
+      route(values_of(in[1]), values_of(input_or_none(in, 4)), tokens, experts, route_rule(p));
   // The routing weights reach the experts as float32.
   const Values weights = round_to(r.weights, DType::float32);
   const auto& act = p.at("activation");
   const std::string activation =
       std::holds_alternative<std::string>(act) ? std::get<std::string>(act) : "silu_and_mul";
-  const Values y = fused_experts(in[0], weights, r.ids, in[2], in[3], {}, top_k, activation);
+  const Values y = fused_experts(in[0], weights, r.ids, in[2], in[3], {}, top_k, activation,
+                                 {{}, {}, input_or_none(in, 5), input_or_none(in, 6)});
   return {tensor_of(y, {tokens, in[0].size(1)})};
 }
 
@@ -238,6 +300,7 @@ TILEOPS_REGISTER_REFERENCE(MoETopKRoutingFwdOp, routing_reference)
 TILEOPS_REGISTER_REFERENCE(MoEPrePermuteFwdOp, pre_permute_reference)
 TILEOPS_REGISTER_REFERENCE(MoEGroupedGemmFwdOp, grouped_gemm_reference)
 TILEOPS_REGISTER_REFERENCE(MoEExpertMLPFwdOp, expert_mlp_reference)
+TILEOPS_REGISTER_REFERENCE(MoEExpertMLPFP8FwdOp, expert_mlp_fp8_reference)
 TILEOPS_REGISTER_REFERENCE(MoEPostPermuteFwdOp, post_permute_reference)
 TILEOPS_REGISTER_REFERENCE(FusedMoEExpertsFwdOp, fused_experts_reference)
 TILEOPS_REGISTER_REFERENCE(FusedMoEFwdOp, fused_moe_reference)

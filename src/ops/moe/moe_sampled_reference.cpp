@@ -1,7 +1,9 @@
 // Row-sampled double-precision references of the MoE ops whose whole reference is too costly
 // for large cases (`tileops bench` checks those on sampled rows). A sampled row reads only the
 // weights of its own experts, converted once per expert; everything else follows the whole
-// references of moe_reference.cpp (the same roundings where sub-ops hand over tensors).
+// references of moe_reference.cpp (the same roundings where sub-ops hand over tensors; for FP8
+// weights, a row's activations quantized by the quantization op's reference where the op
+// quantizes them).
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -9,8 +11,10 @@
 #include <vector>
 
 #include "ops/moe/moe_reference_math.h"
+#include "ops/quant/e4m3_reference.h"
 #include "tileops/base/reference.h"
 #include "tileops/core/value.h"
+#include "tileops/gen/quant.h"
 
 namespace tileops {
 namespace {
@@ -20,6 +24,11 @@ namespace ref = moe_reference;
 
 Values values_of(const Tensor& t) {
   return t.defined() ? t.to(Device::cpu()).to_vector() : Values{};
+}
+
+/// Input i, or undefined when the caller passed fewer (absent trailing optional inputs).
+Tensor input_or_none(std::span<const Tensor> in, std::size_t i) {
+  return i < in.size() ? in[i] : Tensor();
 }
 
 Values row_of(const Tensor& t, std::int64_t row) {
@@ -43,14 +52,41 @@ Tensor tensor_of(const Values& v, std::int64_t rows, std::int64_t cols) {
   return t;
 }
 
-/// The expert weights [E, N, K] of one expert at a time, as doubles: the sampled rows are
-/// visited so that one expert's rows come together, so each expert is converted once.
+// FP8 weights and activations use DeepSeek-V3's 128 (manifest/moe.yaml, MoEExpertMLPFP8FwdOp).
+constexpr std::int64_t kFP8Block = 128;
+
+/// The values of e4m3 tensor t, decoded from the format's definition.
+Values e4m3_values(const Tensor& t) {
+  const Tensor host = t.to(Device::cpu()).contiguous();
+  const auto* codes = static_cast<const std::uint8_t*>(host.data_ptr());
+  Values v(static_cast<std::size_t>(host.numel()));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = reference_fp8::e4m3_value(codes[i]);
+  return v;
+}
+
+/// The expert weights [E, N, K] of one expert at a time, as doubles (FP8 weights times their
+/// 128 x 128 block scales): the sampled rows are visited so that one expert's rows come
+/// together, so each expert is converted once.
 class ExpertWeights {
  public:
-  explicit ExpertWeights(const Tensor& w) : w_(w) {}
+  explicit ExpertWeights(const Tensor& w, const Tensor& scales = Tensor())
+      : w_(w), scales_(scales) {}
   const Values& of(std::int64_t e) {
     if (e != expert_) {
-      values_ = w_.select(0, e).to(Device::cpu()).to_vector();
+      const Tensor we = w_.select(0, e);
+      if (w_.dtype() != DType::float8_e4m3fn) {
+        values_ = we.to(Device::cpu()).to_vector();
+      } else {
+        values_ = e4m3_values(we);
+        const Values s = scales_.select(0, e).to(Device::cpu()).to_vector();
+        const std::int64_t k = we.size(1);
+        const std::int64_t kblocks = (k + kFP8Block - 1) / kFP8Block;
+        for (std::size_t i = 0; i < values_.size(); ++i) {
+          const auto j = static_cast<std::int64_t>(i) / k;
+          const auto c = static_cast<std::int64_t>(i) % k;
+          values_[i] *= s[(j / kFP8Block) * kblocks + c / kFP8Block];
+        }
+      }
       expert_ = e;
     }
     return values_;
@@ -58,6 +94,7 @@ class ExpertWeights {
 
  private:
   Tensor w_;
+  Tensor scales_;
   std::int64_t expert_ = -1;
   Values values_;
 };
@@ -77,6 +114,30 @@ Values mlp_row(const Values& x, const Values& w13, const Values& w2, std::int64_
                std::int64_t f, const std::string& act, DType dtype) {
   const Values h = round_to(ref::gemm_row(x.data(), w13.data(), 2 * f, hidden, act), dtype);
   return round_to(ref::gemm_row(h.data(), w2.data(), hidden, f, "none"), dtype);
+}
+
+/// A bfloat16 row quantized as the FP8 MLP's quantization op does (its registered reference,
+/// 1 x 128 groups), handed back dequantized: q * scale in double.
+Values quantized_row(const Values& row) {
+  const ParamMap params{{"group_size", kFP8Block},
+                        {"eps", gen::PerTokenGroupQuantFP8FwdOpParams{}.eps}};
+  const std::vector<Tensor> in{
+      tensor_of(row, 1, static_cast<std::int64_t>(row.size())).to(DType::bfloat16)};
+  const std::vector<Tensor> q = (*find_reference("PerTokenGroupQuantFP8FwdOp"))(in, params);
+  Values v = e4m3_values(q[0]);
+  const Values scales = q[1].to_vector();
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] *= scales[i / kFP8Block];
+  return v;
+}
+
+/// The FP8 expert MLP of one bfloat16 row: quantize, gate_up (dequantized weights), h to
+/// bfloat16, quantize, down, y to bfloat16.
+Values mlp_row_fp8(const Values& x, const Values& w13, const Values& w2, std::int64_t hidden,
+                   std::int64_t f, const std::string& act) {
+  const Values h = round_to(ref::gemm_row(quantized_row(x).data(), w13.data(), 2 * f, hidden, act),
+                            DType::bfloat16);
+  return round_to(ref::gemm_row(quantized_row(h).data(), w2.data(), hidden, f, "none"),
+                  DType::bfloat16);
 }
 
 std::string text_param(const ParamMap& p, const char* name) {
@@ -120,12 +181,32 @@ std::vector<Tensor> expert_mlp_rows(std::span<const Tensor> in, const ParamMap& 
   return {tensor_of(y, static_cast<std::int64_t>(rows.size()), hidden)};
 }
 
+std::vector<Tensor> expert_mlp_fp8_rows(std::span<const Tensor> in, const ParamMap& p,
+                                        std::span<const std::int64_t> rows) {
+  const std::int64_t hidden = in[0].size(1);
+  const std::int64_t f = in[3].size(2);
+  const std::string act = text_param(p, "activation");
+  const Values offsets = values_of(in[1]);
+  ExpertWeights w13(in[2], in[4]);
+  ExpertWeights w2(in[3], in[5]);
+  Values y(rows.size() * static_cast<std::size_t>(hidden), 0.0);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto e = expert_of_row(offsets, rows[i]);
+    if (!e) continue;
+    const Values row = mlp_row_fp8(row_of(in[0], rows[i]), w13.of(*e), w2.of(*e), hidden, f, act);
+    std::copy(row.begin(), row.end(), y.begin() + static_cast<std::int64_t>(i) * hidden);
+  }
+  return {tensor_of(y, static_cast<std::int64_t>(rows.size()), hidden)};
+}
+
 /// y of the sampled tokens: sum over k of weights[t][k] * mlp_{ids[t][k]}(x[t]) (pairs with a
 /// local expert outside [0, E) are served elsewhere), the pairs visited expert by expert.
 Tensor experts_rows(const Tensor& x, std::span<const std::int64_t> tokens,
                     const std::vector<Values>& weights,
                     const std::vector<std::vector<std::int64_t>>& local_ids, const Tensor& w13,
-                    const Tensor& w2, const std::string& act) {
+                    const Tensor& w2, const std::string& act, const Tensor& w13_scales,
+                    const Tensor& w2_scales) {
+  const bool fp8 = w13.dtype() == DType::float8_e4m3fn;
   const std::int64_t hidden = x.size(1);
   const std::int64_t f = w2.size(2);
   const std::int64_t experts = w13.size(0);
@@ -141,11 +222,12 @@ Tensor experts_rows(const Tensor& x, std::span<const std::int64_t> tokens,
   // Per sampled token and k, the expert's output (empty: served elsewhere).
   std::vector<std::vector<Values>> out(tokens.size());
   for (std::size_t i = 0; i < tokens.size(); ++i) out[i].resize(local_ids[i].size());
-  ExpertWeights w13e(w13);
-  ExpertWeights w2e(w2);
+  ExpertWeights w13e(w13, w13_scales);
+  ExpertWeights w2e(w2, w2_scales);
   for (const auto& [e, pairs] : pairs_of_expert) {
     for (const auto& [i, k] : pairs) {
-      out[i][k] = mlp_row(xs[i], w13e.of(e), w2e.of(e), hidden, f, act, x.dtype());
+      out[i][k] = fp8 ? mlp_row_fp8(xs[i], w13e.of(e), w2e.of(e), hidden, f, act)
+                      : mlp_row(xs[i], w13e.of(e), w2e.of(e), hidden, f, act, x.dtype());
     }
   }
   Values y(tokens.size() * static_cast<std::size_t>(hidden), 0.0);
@@ -162,7 +244,7 @@ Tensor experts_rows(const Tensor& x, std::span<const std::int64_t> tokens,
 
 std::vector<Tensor> fused_experts_rows(std::span<const Tensor> in, const ParamMap& p,
                                        std::span<const std::int64_t> rows) {
-  const Values map = values_of(in[5]);
+  const Values map = values_of(input_or_none(in, 5));
   std::vector<Values> weights;
   std::vector<std::vector<std::int64_t>> local;
   for (const std::int64_t t : rows) {
@@ -176,14 +258,15 @@ std::vector<Tensor> fused_experts_rows(std::span<const Tensor> in, const ParamMa
     }
     local.push_back(std::move(ids));
   }
-  return {experts_rows(in[0], rows, weights, local, in[3], in[4], text_param(p, "activation"))};
+  return {experts_rows(in[0], rows, weights, local, in[3], in[4], text_param(p, "activation"),
+                       input_or_none(in, 6), input_or_none(in, 7))};
 }
 
 std::vector<Tensor> fused_moe_rows(std::span<const Tensor> in, const ParamMap& p,
                                    std::span<const std::int64_t> rows) {
   const std::int64_t experts = in[1].size(1);
   const std::int64_t top_k = std::get<std::int64_t>(p.at("top_k"));
-  const Values bias = values_of(in[4]);
+  const Values bias = values_of(input_or_none(in, 4));
   const ref::RouteRule rule{.top_k = top_k,
                             .sigmoid = text_param(p, "scoring") == "sigmoid",
                             .renormalize = std::get<bool>(p.at("renormalize")),
@@ -203,7 +286,8 @@ std::vector<Tensor> fused_moe_rows(std::span<const Tensor> in, const ParamMap& p
   const auto& act = p.at("activation");
   const std::string activation =
       std::holds_alternative<std::string>(act) ? std::get<std::string>(act) : "silu_and_mul";
-  return {experts_rows(in[0], rows, weights, ids, in[2], in[3], activation)};
+  return {experts_rows(in[0], rows, weights, ids, in[2], in[3], activation, input_or_none(in, 5),
+                       input_or_none(in, 6))};
 }
 
 /// y[t] = scale * sum_k weights[t, k] * expert_out[inverse[t, k]] for the sampled tokens.
@@ -233,6 +317,7 @@ std::vector<Tensor> post_permute_rows(std::span<const Tensor> in, const ParamMap
 TILEOPS_REGISTER_SAMPLED_REFERENCE(MoEPostPermuteFwdOp, post_permute_rows)
 TILEOPS_REGISTER_SAMPLED_REFERENCE(MoEGroupedGemmFwdOp, grouped_gemm_rows)
 TILEOPS_REGISTER_SAMPLED_REFERENCE(MoEExpertMLPFwdOp, expert_mlp_rows)
+TILEOPS_REGISTER_SAMPLED_REFERENCE(MoEExpertMLPFP8FwdOp, expert_mlp_fp8_rows)
 TILEOPS_REGISTER_SAMPLED_REFERENCE(FusedMoEExpertsFwdOp, fused_experts_rows)
 TILEOPS_REGISTER_SAMPLED_REFERENCE(FusedMoEFwdOp, fused_moe_rows)
 

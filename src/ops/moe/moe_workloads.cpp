@@ -23,12 +23,24 @@ Tensor activations(const InstantiatedCase& c, std::size_t i, std::uint64_t seed,
 
 /// Expert weights [E, N, K]: uniform with the variance of randn / sqrt(K) (uniform in
 /// [-sqrt(3 / K), sqrt(3 / K))). Uniform, as its values cost a fraction of normal ones, and the
-/// weights are gigabytes.
+/// weights are gigabytes. FP8 weights are e4m3 values in [-2, 2), scaled by fp8_scales.
 Tensor weights(const InstantiatedCase& c, std::size_t i, std::uint64_t seed, Device device) {
   const auto& s = spec(c, i);
+  if (s.dtype == DType::float8_e4m3fn)
+    return Tensor::rand(s.shape, s.dtype, seed + i, device, -2.0, 2.0);
   const double fan_in = static_cast<double>(std::max<std::int64_t>(1, s.shape.back()));
   const double bound = std::sqrt(3.0 / fan_in);
   return Tensor::rand(s.shape, s.dtype, seed + i, device, -bound, bound);
+}
+
+/// Block scales of the FP8 weights of input `weight` (scales input i, when given): [0.5, 1) /
+/// sqrt(K), so that the dequantized weights have about the variance of the bf16 ones.
+Tensor fp8_scales(const InstantiatedCase& c, std::size_t i, std::size_t weight, std::uint64_t seed,
+                  Device device) {
+  if (i >= c.inputs.size() || !c.inputs[i].has_value()) return Tensor();
+  const double k = static_cast<double>(std::max<std::int64_t>(1, spec(c, weight).shape.back()));
+  return Tensor::rand(spec(c, i).shape, DType::float32, seed + i, device, 0.5 / std::sqrt(k),
+                      1.0 / std::sqrt(k));
 }
 
 /// [tokens, top_k] int32 ids, distinct per token, uniform in [0, experts).
@@ -145,6 +157,15 @@ std::vector<Tensor> MoEExpertMLPFwdOp::workload_inputs(const InstantiatedCase& c
           weights(c, 2, seed, device), weights(c, 3, seed, device)};
 }
 
+std::vector<Tensor> MoEExpertMLPFP8FwdOp::workload_inputs(const InstantiatedCase& c,
+                                                          std::uint64_t seed, Device device) {
+  const std::int64_t rows = spec(c, 0).shape[0];
+  const std::int64_t experts = spec(c, 2).shape[0];
+  return {activations(c, 0, seed, device),   uniform_offsets(rows, experts, device),
+          weights(c, 2, seed, device),       weights(c, 3, seed, device),
+          fp8_scales(c, 4, 2, seed, device), fp8_scales(c, 5, 3, seed, device)};
+}
+
 std::vector<Tensor> FusedMoEExpertsFwdOp::workload_inputs(const InstantiatedCase& c,
                                                           std::uint64_t seed, Device device) {
   const auto& ids = spec(c, 2).shape;
@@ -154,16 +175,22 @@ std::vector<Tensor> FusedMoEExpertsFwdOp::workload_inputs(const InstantiatedCase
           distinct_ids(ids[0], ids[1], experts, seed + 2, device),
           weights(c, 3, seed, device),
           weights(c, 4, seed, device),
-          Tensor()};
+          Tensor(),
+          fp8_scales(c, 6, 3, seed, device),
+          fp8_scales(c, 7, 4, seed, device)};
 }
 
 std::vector<Tensor> FusedMoEFwdOp::workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
                                                    Device device) {
   const bool biased = c.inputs.size() > 4 && c.inputs[4].has_value();
-  return {activations(c, 0, seed, device), activations(c, 1, seed, device),
-          weights(c, 2, seed, device), weights(c, 3, seed, device),
+  return {activations(c, 0, seed, device),
+          activations(c, 1, seed, device),
+          weights(c, 2, seed, device),
+          weights(c, 3, seed, device),
           biased ? Tensor::rand(spec(c, 4).shape, DType::float32, seed + 4, device, 0.0, 0.1)
-                 : Tensor()};
+                 : Tensor(),
+          fp8_scales(c, 5, 2, seed, device),
+          fp8_scales(c, 6, 3, seed, device)};
 }
 
 }  // namespace tileops

@@ -101,6 +101,22 @@ std::string op_json(const OpDecl& op) {
     }
     o += "]}";
   }
+  // The rules and dtype combinations: the Python composites check their calls with them
+  // (python/tileops/_shapes.py, check_rules), as the generated C++ check does.
+  o += "],\n   \"shape_rules\": [";
+  for (std::size_t i = 0; i < op.shape_rules.size(); ++i) {
+    o += std::string(i ? ", " : "") + tileops::json_string(op.shape_rules[i].text);
+  }
+  o += "],\n   \"dtype_combos\": [";
+  for (std::size_t i = 0; i < op.dtype_combos.size(); ++i) {
+    o += std::string(i ? ", " : "") + "{";
+    const auto& cells = op.dtype_combos[i].cells;
+    for (std::size_t j = 0; j < cells.size(); ++j) {
+      o += std::string(j ? ", " : "") + tileops::json_string(cells[j].first) + ": " +
+           tileops::json_string(cells[j].second);
+    }
+    o += "}";
+  }
   o += "],\n   \"stages\": [";
   for (std::size_t i = 0; i < op.stages.size(); ++i) {
     o += std::string(i ? ", " : "") + "{\"name\": " + tileops::json_string(op.stages[i].name) +

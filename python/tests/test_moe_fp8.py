@@ -1,0 +1,152 @@
+"""FusedMoEFwdOp with FP8 experts from Python: the weights' dtype selects the FP8 MLP (quantize,
+FP8 grouped GEMM, twice), the result is its stages run by hand bit for bit and matches a float64
+reference of the composition, and compiles (fullgraph) to its stages' nodes; misuse raises the
+composite's rule, as the C++ check words it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import samples
+import tileops
+
+H, F, E = 256, 128, 8
+
+
+def _skip_without_kernel(device: str) -> None:
+    if samples.without_kernel("MoEGroupedGemmFP8FwdOp", device):
+        pytest.skip("no CUDA kernel yet (the error is checked in test_native_path)")
+
+
+def _fp8_weight(e: int, n: int, k: int, seed: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(e, n, k, generator=g).to(torch.float8_e4m3fn)
+    scales = (0.5 + torch.rand(e, (n + 127) // 128, (k + 127) // 128, generator=g)) / k**0.5
+    return w.to(device), scales.to(device)
+
+
+def _inputs(device: str, m: int = 6, h: int = H, f: int = F) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(m, h, generator=g).to(torch.bfloat16).to(device)
+    logits = torch.randn(m, E, generator=g).to(device)
+    bias = (0.1 * torch.rand(E, generator=g)).to(device)
+    w13, s13 = _fp8_weight(E, 2 * f, h, 2, device)
+    w2, s2 = _fp8_weight(E, h, f, 3, device)
+    return x, logits, w13, w2, bias, s13, s2
+
+
+def _routing_ref(logits: torch.Tensor, bias: torch.Tensor, k: int, n_group: int,
+                 topk_group: int, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sigmoid scores, bias-shifted choice, DeepSeek-V3's groups (a group scores the sum of its
+    two largest choices; the best topk_group groups are kept), renormalized, scaled."""
+    s = torch.sigmoid(logits.double().cpu())
+    c = s + bias.double().cpu()
+    m, e = c.shape
+    group_score = c.view(m, n_group, e // n_group).topk(2, dim=-1).values.sum(-1)
+    kept = torch.sort(-group_score, dim=-1, stable=True).indices[:, :topk_group]
+    mask = torch.zeros(m, n_group, dtype=torch.bool).scatter_(1, kept, True)
+    c = c.masked_fill(~mask.repeat_interleave(e // n_group, 1), -torch.inf)
+    ids = torch.sort(-c, dim=-1, stable=True).indices[:, :k]
+    w = s.gather(1, ids)
+    return (w / w.sum(-1, keepdim=True) * scale).float().double(), ids
+
+
+def _quantized(v: torch.Tensor) -> torch.Tensor:
+    """1 x 128 groups as PerTokenGroupQuantFP8FwdOp defines them, dequantized in float64."""
+    g = v.float().reshape(v.shape[0], -1, 128)
+    scale = (g.abs().amax(-1, keepdim=True).double().clamp(min=1e-10) / 448).float()
+    q = (g / scale).clamp(-448, 448).to(torch.float8_e4m3fn)
+    return (q.double() * scale.double()).reshape(v.shape)
+
+
+def _dequantized(w: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    s = scales.double().cpu().repeat_interleave(128, 1).repeat_interleave(128, 2)
+    return w.double().cpu() * s[:, : w.shape[1], : w.shape[2]]
+
+
+def test_fp8_weights_select_the_fp8_mlp_and_match_the_reference(device: str) -> None:
+    _skip_without_kernel(device)
+    x, logits, w13, w2, bias, s13, s2 = _inputs(device)
+    op = tileops.FusedMoEFwdOp(top_k=4, scoring="sigmoid", renormalize=True,
+                               routed_scaling_factor=2.5, n_group=4, topk_group=2)
+    y = op(x, logits, w13, w2, bias, s13, s2)
+    assert y.dtype == torch.bfloat16 and y.shape == x.shape
+    experts = op.held_delegates()[1]
+    assert [type(d).__name__ for d in experts.held_delegates()] == [
+        "MoEPrePermuteFwdOp", "MoEExpertMLPFwdOp", "MoEExpertMLPFP8FwdOp", "MoEPostPermuteFwdOp"]
+
+    weights, ids = _routing_ref(logits, bias, 4, 4, 2, 2.5)
+    w13d, w2d = _dequantized(w13, s13), _dequantized(w2, s2)
+    xq = _quantized(x.cpu())
+    want = torch.zeros(x.shape, dtype=torch.float64)
+    for t in range(x.shape[0]):
+        for j in range(4):
+            e = int(ids[t, j])
+            acc = w13d[e] @ xq[t]
+            h = (acc[:F] / (1 + torch.exp(-acc[:F])) * acc[F:]).to(torch.bfloat16)  # handed over
+            down = (w2d[e] @ _quantized(h[None])[0]).to(torch.bfloat16).double()
+            want[t] += weights[t, j] * down
+    torch.testing.assert_close(y.double().cpu(), want, rtol=1.6e-2, atol=1.6e-2)
+
+    # The stages by hand: the same tensors bit for bit.
+    routing = tileops.MoETopKRoutingFwdOp(top_k=4, scoring="sigmoid", renormalize=True,
+                                          routed_scaling_factor=2.5, n_group=4, topk_group=2)
+    tw, tid = routing(logits, bias)
+    assert torch.equal(tid.cpu().long(), ids)  # grouped routing reaches the Python composite
+    xp, offsets, inverse = tileops.MoEPrePermuteFwdOp(num_experts=E)(x, tid, None)
+    mlp = tileops.MoEExpertMLPFP8FwdOp(activation="silu_and_mul")
+    by_hand = tileops.MoEPostPermuteFwdOp()(mlp(xp, offsets, w13, w2, s13, s2), tw, inverse)
+    assert torch.equal(y, by_hand)
+    assert {s: len(r) for s, r in mlp.last_call.stages.items()} == {
+        "quantize_x": 1, "gate_up": 1, "quantize_h": 1, "down": 1}
+    stages = experts.last_call.stages
+    assert len(stages["mlp_fp8"]) == 1 and stages["mlp"] == ()
+
+
+def test_the_fp8_rules_are_signature_errors(device: str) -> None:
+    x, logits, w13, w2, bias, s13, s2 = _inputs(device)
+    op = tileops.FusedMoEFwdOp(top_k=2)
+    with pytest.raises(tileops.SignatureError,
+                       match=r"FusedMoEFwdOp: shape rule 'W != float8_e4m3fn or \(present\(w13_scales\) "
+                             r"and present\(w2_scales\)\)' does not hold"):
+        op(x, logits, w13, w2)
+    w13_bf16 = torch.randn(E, 2 * F, H).to(torch.bfloat16).to(device)
+    w2_bf16 = torch.randn(E, H, F).to(torch.bfloat16).to(device)
+    with pytest.raises(tileops.SignatureError, match=r"shape rule 'W == float8_e4m3fn or not"):
+        op(x, logits, w13_bf16, w2_bf16, None, s13, s2)
+    with pytest.raises(tileops.SignatureError, match="w13_scales"):
+        op(x, logits, w13, w2, None, s13[:, :1], s2)
+    x192, logits192, w13_192, w2_192, _, s13_192, s2_192 = _inputs(device, h=192)
+    with pytest.raises(tileops.SignatureError, match=r"\(H % 128 == 0 and F % 128 == 0\)' does not hold"):
+        op(x192, logits192, w13_192, w2_192, None, s13_192, s2_192)
+    with pytest.raises(tileops.DTypeError, match="T=float16 W=float8_e4m3fn"):
+        op(x.to(torch.float16), logits, w13, w2, None, s13, s2)
+    # Rules the composite had before FP8 are checked in Python too.
+    with pytest.raises(tileops.SignatureError, match=r"shape rule 'top_k <= E' does not hold"):
+        tileops.FusedMoEFwdOp(top_k=9)(x, logits, w13_bf16, w2_bf16)
+
+
+def test_fp8_layer_compiles_to_its_stages_nodes(device: str) -> None:
+    _skip_without_kernel(device)
+    from collections import Counter
+
+    x, logits, w13, w2, bias, s13, s2 = _inputs(device)
+    op = tileops.FusedMoEFwdOp(top_k=2, scoring="sigmoid", renormalize=True)
+    want = op(x, logits, w13, w2, bias, s13, s2)  # eager first: holds the FP8 MLP
+    graphs: list[torch.fx.GraphModule] = []
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: object) -> object:
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    got = torch.compile(lambda *a: op(*a), fullgraph=True, backend=backend)(
+        x, logits, w13, w2, bias, s13, s2)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    assert len(graphs) == 1
+    nodes = Counter(str(n.target).split(".")[1] for n in graphs[0].graph.nodes
+                    if n.op == "call_function" and str(n.target).startswith("tileops."))
+    assert nodes == Counter({"moe_top_k_routing_fwd": 1, "moe_pre_permute_fwd": 1,
+                             "quant_per_token_group_quant_fp8_fwd": 2,
+                             "moe_grouped_gemm_fp8_fwd": 2, "moe_post_permute_fwd": 1})
