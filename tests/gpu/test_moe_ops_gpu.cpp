@@ -172,7 +172,8 @@ TEST(GpuMoEOps, FusedMoEMatchesTheReferenceAndTunes) {
     const Tensor w2 = weight({experts, 256, 128}, DType::bfloat16, 4);
     const Tensor bias = Tensor::rand({experts}, DType::float32, 5, Device::cpu(), 0.0, 0.1);
     const Tensor out = poisoned({tokens, 256}, DType::bfloat16);
-    op(x.to(kGpu), logits.to(kGpu), w13.to(kGpu), w2.to(kGpu), bias.to(kGpu), out);
+    op(x.to(kGpu), logits.to(kGpu), w13.to(kGpu), w2.to(kGpu), bias.to(kGpu), Tensor(), Tensor(),
+       out);
     expect_close(out, reference("FusedMoEFwdOp", {x, logits, w13, w2, bias}, op.param_values())[0],
                  "tokens=" + std::to_string(tokens));
     if (tokens == 200) {

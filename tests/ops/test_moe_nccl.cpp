@@ -5,8 +5,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
+#include <thread>
 
 #include "ops/ops_test_util.h"
 #include "tileops/ops/moe_nccl.h"
@@ -38,11 +44,12 @@ TEST(NcclUniqueId, MalformedTextIsAUsageError) {
               HasSubstr("'g' is not a hex digit"));
 }
 
-/// Sets the launcher's variables for one test and removes them after.
+/// Removes the launcher's variables after each test.
 class LauncherEnvironment : public testing::Test {
  protected:
   void TearDown() override {
-    for (const char* name : {"WORLD_SIZE", "RANK", "LOCAL_RANK", "TILEOPS_EP_UNIQUE_ID"}) {
+    for (const char* name : {"WORLD_SIZE", "RANK", "LOCAL_RANK", "TILEOPS_EP_UNIQUE_ID",
+                             "TILEOPS_EP_ID_FILE", "TILEOPS_EP_TIMEOUT_S"}) {
       unsetenv(name);
     }
   }
@@ -62,9 +69,41 @@ TEST_F(LauncherEnvironment, MissingOrMalformedVariablesAreNamed) {
               HasSubstr("LOCAL_RANK='x1' is not an integer"));
   setenv("LOCAL_RANK", "1", 1);
   EXPECT_THAT(message_of([] { make_nccl_transport_from_env(); }),
-              HasSubstr("TILEOPS_EP_UNIQUE_ID is not set"));
+              HasSubstr("neither TILEOPS_EP_ID_FILE"));
   setenv("TILEOPS_EP_UNIQUE_ID", "zz", 1);
-  EXPECT_THROW(make_nccl_transport_from_env(), UsageError);
+  EXPECT_THAT(message_of([] { make_nccl_transport_from_env(); }),
+              HasSubstr("expected 256 hex digits"));
+}
+
+TEST_F(LauncherEnvironment, ARankWaitsForRankZerosIdFileWithinTheTimeout) {
+  const auto file =
+      std::filesystem::temp_directory_path() / ("tileops-ep-id-" + std::to_string(::getpid()));
+  std::filesystem::remove(file);
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("RANK", "1", 1);
+  setenv("LOCAL_RANK", "0", 1);
+  setenv("TILEOPS_EP_ID_FILE", file.c_str(), 1);
+  setenv("TILEOPS_EP_TIMEOUT_S", "1", 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_THROW(make_nccl_transport_from_env(), ExpertParallelCommError);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_THAT(message_of([] { make_nccl_transport_from_env(); }),
+              HasSubstr("rank 0 did not publish its NCCL id in"));
+  // Published later by "rank 0" (another thread here): the waiting rank reads it and goes on to
+  // connect, which this machine's build then refuses (no NCCL or no GPU), past the file.
+  NcclUniqueId id;
+  id.bytes[0] = std::byte{0x5a};
+  std::thread publisher([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::ofstream(file.string() + ".tmp") << id.hex() << "\n";
+    std::filesystem::rename(file.string() + ".tmp", file);
+  });
+  const std::string message = message_of([] { make_nccl_transport_from_env(); });
+  publisher.join();
+  std::filesystem::remove(file);
+  EXPECT_THAT(message, testing::Not(HasSubstr("did not publish")));
+  EXPECT_THAT(message,
+              testing::AnyOf(HasSubstr("built without NCCL"), HasSubstr("does not exist")));
 }
 
 TEST(NcclTransport, ABuildWithoutNcclSaysSo) {

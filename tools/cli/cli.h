@@ -141,8 +141,8 @@ struct CalibrateOptions {
 CLI::App* add_calibrate_command(CLI::App& app, CalibrateOptions& options);
 int run_calibrate(const CalibrateOptions& options);
 
-/// `tileops ep-id` prints a new NCCL unique id; `tileops ep-check` runs one expert-parallel MoE
-/// layer per rank under scripts/ep-launch.sh (expert_parallel.cpp).
+/// `tileops ep-check` runs one expert-parallel MoE layer per rank under scripts/ep-launch.sh
+/// (expert_parallel.cpp).
 struct EpCheckOptions {
   std::int64_t tokens = 512;  ///< per rank
   std::int64_t experts = 256;
@@ -156,8 +156,6 @@ struct EpCheckOptions {
   std::int64_t mismatch_rank = -1;  ///< this rank asks for a different top_k (a config error)
   std::int64_t fail_rank = -1;      ///< this rank exits after setup (the others must raise)
 };
-CLI::App* add_ep_id_command(CLI::App& app);
-int run_ep_id();
 CLI::App* add_ep_check_command(CLI::App& app, EpCheckOptions& options);
 int run_ep_check(const EpCheckOptions& options);
 

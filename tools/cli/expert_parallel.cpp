@@ -1,5 +1,5 @@
-// `tileops ep-id` and `tileops ep-check`: the multi-GPU check of expert parallelism, one process
-// per rank under scripts/ep-launch.sh (docs/design/expert-parallel.md). ep-check builds the same
+// `tileops ep-check`: the multi-GPU check of expert parallelism, one process per rank under
+// scripts/ep-launch.sh (docs/design/expert-parallel.md). ep-check builds the same
 // global batch on every rank (same seeds), runs its share of the layer through the NCCL
 // prepare/finalize with its own experts, compares with the single-device layer on its tokens, and
 // times dispatch, combine, the layer and NCCL's all-to-all of the same bytes; rank 0 prints the
@@ -54,22 +54,11 @@ double max_abs(const Tensor& a) {
 
 }  // namespace
 
-CLI::App* add_ep_id_command(CLI::App& app) {
-  return app.add_subcommand("ep-id",
-                            "Print a new NCCL unique id for an expert-parallel group (the "
-                            "launcher passes it to every rank as TILEOPS_EP_UNIQUE_ID)");
-}
-
-int run_ep_id() {
-  fmt::print("{}\n", nccl_unique_id().hex());
-  return 0;
-}
-
 CLI::App* add_ep_check_command(CLI::App& app, EpCheckOptions& o) {
   CLI::App* cmd = app.add_subcommand(
       "ep-check",
       "Run one expert-parallel MoE layer per rank (under scripts/ep-launch.sh: WORLD_SIZE, RANK, "
-      "LOCAL_RANK, TILEOPS_EP_UNIQUE_ID), compare with the single-device layer and time "
+      "LOCAL_RANK, TILEOPS_EP_ID_FILE), compare with the single-device layer and time "
       "dispatch, combine and NCCL all-to-all of the same bytes");
   cmd->add_option("--tokens", o.tokens, "tokens per rank")->default_val(o.tokens);
   cmd->add_option("--experts", o.experts, "experts in the layer")->default_val(o.experts);

@@ -28,7 +28,6 @@ int main(int argc, char** argv) {
   CLI::App* bench = add_bench_command(app, bench_options);
   CLI::App* calibrate = add_calibrate_command(app, calibrate_options);
   EpCheckOptions ep_check_options;
-  CLI::App* ep_id = add_ep_id_command(app);
   CLI::App* ep_check = add_ep_check_command(app, ep_check_options);
 
   try {
@@ -42,7 +41,7 @@ int main(int argc, char** argv) {
       const std::string word = app.remaining().front();
       fmt::print(stderr,
                  "tileops: error: unknown {} '{}' (subcommands: list, describe, bench, "
-                 "calibrate, ep-id, ep-check; see `tileops --help`)\n",
+                 "calibrate, ep-check; see `tileops --help`)\n",
                  word.starts_with('-') ? "option" : "subcommand", word);
       return kExitUsage;
     }
@@ -58,7 +57,6 @@ int main(int argc, char** argv) {
     if (describe->parsed()) return run_describe(describe_options);
     if (bench->parsed()) return run_bench(bench_options);
     if (calibrate->parsed()) return run_calibrate(calibrate_options);
-    if (ep_id->parsed()) return run_ep_id();
     if (ep_check->parsed()) return run_ep_check(ep_check_options);
   } catch (const UsageFailure& e) {
     fmt::print(stderr, "tileops: error: {}\n", e.what());

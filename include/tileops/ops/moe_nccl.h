@@ -1,10 +1,10 @@
 // The NCCL transport of expert parallelism (docs/design/expert-parallel.md § Which NCCL): one
-// process per GPU, a communicator from a unique id that a launcher hands to every rank
-// (scripts/ep-launch.sh), point-to-point all-to-all-v with the counts exchanged first, and a
-// bounded wait on every collective so that a failed or silent peer raises
-// ExpertParallelCommError instead of hanging.
+// process per GPU, a communicator from a unique id that rank 0 creates and hands to the others
+// (scripts/ep-launch.sh names the file it goes through), point-to-point all-to-all-v with the
+// counts exchanged first, and a bounded wait on every collective so that a failed or silent peer
+// raises ExpertParallelCommError instead of hanging.
 //
-//   // rank 0 (or the launcher): auto id = tileops::nccl_unique_id(); share id.hex()
+//   // rank 0: auto id = tileops::nccl_unique_id(); share id.hex() with the other ranks
 //   auto transport = tileops::make_nccl_transport(id, {.world_size = 8, .rank = r, .device = r});
 //   auto pf = std::make_shared<tileops::ExpertParallelPrepareFinalize>(transport, config);
 //
@@ -37,7 +37,9 @@ struct NcclUniqueId {
   static NcclUniqueId from_hex(std::string_view text);
 };
 
-/// A new id (ncclGetUniqueId): called once, by rank 0 or the launcher, before any rank connects.
+/// A new id (ncclGetUniqueId): called once, by rank 0, before any rank connects. NCCL's bootstrap
+/// root runs in the calling process, so that process must live until every rank has connected
+/// (an id printed by a process that then exits is useless).
 NcclUniqueId nccl_unique_id();
 
 struct NcclTransportOptions {
@@ -58,8 +60,11 @@ std::shared_ptr<ExpertParallelTransport> make_nccl_transport(const NcclUniqueId&
                                                              const NcclTransportOptions& options);
 
 /// As above, from the launcher's environment: WORLD_SIZE, RANK, LOCAL_RANK (the device) and
-/// TILEOPS_EP_UNIQUE_ID (NcclUniqueId::hex()); TILEOPS_EP_TIMEOUT_S overrides the timeout.
-/// UsageError naming the variable that is missing or malformed.
+/// TILEOPS_EP_ID_FILE, a path on a file system every rank sees: rank 0 creates the id and writes
+/// it there (atomically), the other ranks wait for it within the timeout
+/// (ExpertParallelCommError after). TILEOPS_EP_UNIQUE_ID (NcclUniqueId::hex(), from a process
+/// that stays alive) replaces the file; TILEOPS_EP_TIMEOUT_S overrides the timeout. UsageError
+/// naming the variable that is missing or malformed.
 std::shared_ptr<ExpertParallelTransport> make_nccl_transport_from_env();
 
 }  // namespace tileops

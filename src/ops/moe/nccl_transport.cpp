@@ -7,7 +7,6 @@
 
 #include <fmt/format.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -27,80 +26,16 @@ bool nccl_available() noexcept {
   return TILEOPS_WITH_NCCL != 0;
 }
 
-std::string NcclUniqueId::hex() const {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string text;
-  text.reserve(bytes.size() * 2);
-  for (const std::byte b : bytes) {
-    const auto v = std::to_integer<unsigned>(b);
-    text += kDigits[v >> 4];
-    text += kDigits[v & 15];
-  }
-  return text;
-}
-
-NcclUniqueId NcclUniqueId::from_hex(std::string_view text) {
-  NcclUniqueId id;
-  const auto digit = [&](char c) -> unsigned {
-    if (c >= '0' && c <= '9') return static_cast<unsigned>(c - '0');
-    if (c >= 'a' && c <= 'f') return static_cast<unsigned>(c - 'a' + 10);
-    if (c >= 'A' && c <= 'F') return static_cast<unsigned>(c - 'A' + 10);
-    throw UsageError(fmt::format("NcclUniqueId: '{}' is not a hex digit", c));
-  };
-  if (text.size() != id.bytes.size() * 2) {
-    throw UsageError(fmt::format("NcclUniqueId: expected {} hex digits, got {}",
-                                 id.bytes.size() * 2, text.size()));
-  }
-  for (std::size_t i = 0; i < id.bytes.size(); ++i) {
-    id.bytes[i] = static_cast<std::byte>(digit(text[2 * i]) << 4 | digit(text[2 * i + 1]));
-  }
-  return id;
-}
-
+#if !TILEOPS_WITH_NCCL
 namespace {
 
-std::int64_t env_integer(const char* name, std::int64_t lo, std::int64_t hi) {
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0') {
-    throw UsageError(fmt::format(
-        "make_nccl_transport_from_env: {} is not set (scripts/ep-launch.sh sets WORLD_SIZE, "
-        "RANK, LOCAL_RANK and TILEOPS_EP_UNIQUE_ID)",
-        name));
-  }
-  char* end = nullptr;
-  const long long value = std::strtoll(text, &end, 10);
-  if (*end != '\0' || value < lo || value > hi) {
-    throw UsageError(fmt::format(
-        "make_nccl_transport_from_env: {}='{}' is not an integer in [{}, {}]", name, text, lo, hi));
-  }
-  return value;
-}
-
-#if !TILEOPS_WITH_NCCL
 [[noreturn]] void no_nccl(const char* what) {
   throw OpNotAvailableError(fmt::format(
       "{}: tileops was built without NCCL (configure with CUDA and NCCL, TILEOPS_NCCL=ON)", what));
 }
-#endif
 
 }  // namespace
-
-std::shared_ptr<ExpertParallelTransport> make_nccl_transport_from_env() {
-  NcclTransportOptions options;
-  options.world_size = env_integer("WORLD_SIZE", 1, 1 << 20);
-  options.rank = env_integer("RANK", 0, options.world_size - 1);
-  options.device = static_cast<int>(env_integer("LOCAL_RANK", 0, kMaxCudaDevices - 1));
-  if (std::getenv("TILEOPS_EP_TIMEOUT_S") != nullptr) {
-    options.timeout = std::chrono::seconds(env_integer("TILEOPS_EP_TIMEOUT_S", 1, 86400));
-  }
-  const char* id = std::getenv("TILEOPS_EP_UNIQUE_ID");
-  if (id == nullptr || *id == '\0') {
-    throw UsageError(
-        "make_nccl_transport_from_env: TILEOPS_EP_UNIQUE_ID is not set (the launcher shares "
-        "`tileops ep-id`'s output with every rank)");
-  }
-  return make_nccl_transport(NcclUniqueId::from_hex(id), options);
-}
+#endif
 
 #if !TILEOPS_WITH_NCCL
 
