@@ -2,9 +2,10 @@
 # Launches one process per GPU for expert parallelism, without mpirun: starts N copies of the
 # command with WORLD_SIZE, RANK, LOCAL_RANK (the GPU) and TILEOPS_EP_ID_FILE set (the
 # torchrun-style variables make_nccl_transport_from_env reads; rank 0 writes its NCCL id to the
-# file, in a new temporary folder, and the other ranks read it there), and waits. When a rank exits with an error, the others get TILEOPS_EP_GRACE_S seconds (default
-# 60: their transports raise ExpertParallelCommError within TILEOPS_EP_TIMEOUT_S) and are then
-# killed, so the launch never hangs. Exit code: the first failing rank's, else 0.
+# file, in a new temporary folder, and the other ranks read it there), and waits. When a rank
+# exits with an error, the others get TILEOPS_EP_GRACE_S seconds (default 60: their transports
+# raise ExpertParallelCommError within TILEOPS_EP_TIMEOUT_S) and are then killed, so the launch
+# never hangs. Exit code: the first failing rank's, else 0.
 #
 #   scripts/ep-launch.sh -n 8 build/tools/cli/tileops ep-check --tokens 4096
 #

@@ -23,8 +23,9 @@ class Case:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-# Boundary ops with no CUDA kernel yet (none today): a CUDA call raises OpNotAvailableError (docs/design/moe.md,
-# "Not done yet"). The CUDA-parametrized tests check that error for them, or skip.
+# Boundary ops with no CUDA kernel yet (none today): a CUDA call raises OpNotAvailableError
+# (docs/design/moe.md, "Not done yet"). The CUDA-parametrized tests check that error for them, or
+# skip.
 NO_CUDA_KERNEL: frozenset[str] = frozenset()
 
 
