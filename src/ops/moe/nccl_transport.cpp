@@ -27,6 +27,7 @@ bool nccl_available() noexcept {
 }
 
 #if !TILEOPS_WITH_NCCL
+
 namespace {
 
 [[noreturn]] void no_nccl(const char* what) {
@@ -35,9 +36,6 @@ namespace {
 }
 
 }  // namespace
-#endif
-
-#if !TILEOPS_WITH_NCCL
 
 NcclUniqueId nccl_unique_id() {
   no_nccl("nccl_unique_id");
