@@ -16,7 +16,6 @@ namespace ep = expert_parallel;
 
 struct ExpertParallelPrepareFinalize::Pending {
   ep::DispatchPlan plan;
-  Tensor token_offsets, token_rows;       // the plan's combine indices, on the transport's device
   std::vector<std::int64_t> recv_counts;  // rows received from each rank
   std::int64_t tokens = 0;
 };
@@ -98,6 +97,7 @@ ExpertParallelPrepareFinalize::ExpertParallelPrepareFinalize(
   const std::vector<std::int32_t> map = placement_.expert_map();
   expert_map_ = Tensor::empty({config_.num_experts}, DType::int32);
   std::memcpy(expert_map_.data_ptr(), map.data(), map.size() * sizeof(std::int32_t));
+  expert_map_ = expert_map_.to(transport_->device());  // once, not per layer
 }
 
 ExpertParallelPrepareFinalize::~ExpertParallelPrepareFinalize() = default;
@@ -126,8 +126,6 @@ MoEPreparedTokens ExpertParallelPrepareFinalize::prepare(const Tensor& x,
                         tokens, top_k, placement_);
   const ep::DispatchPlan& plan = pending->plan;
   pending->recv_counts = transport_->exchange_counts(plan.send_counts);
-  pending->token_offsets = ep::index_tensor(plan.token_offsets, wire);
-  pending->token_rows = ep::index_tensor(plan.token_rows, wire);
 
   // One packed row per (token, rank): the hidden row, then the token's top_k ids and weights (all
   // of them; the receiver's expert map drops the ones it does not hold).
@@ -150,7 +148,7 @@ MoEPreparedTokens ExpertParallelPrepareFinalize::prepare(const Tensor& x,
 
   MoEPreparedTokens out{Tensor::empty({received, hidden}, config_.dtype, wire),
                         Tensor::empty({received, top_k}, DType::float32, wire),
-                        Tensor::empty({received, top_k}, DType::int32, wire), expert_map_.to(wire)};
+                        Tensor::empty({received, top_k}, DType::int32, wire), expert_map_};
   ep::copy_rows(ep::unpack(out.x, recv, packed.x(), x_bytes, received), wire);
   ep::copy_rows(ep::unpack(out.topk_ids, recv, packed.ids(), id_bytes, received), wire);
   ep::copy_rows(ep::unpack(out.topk_weights, recv, packed.weights(), id_bytes, received), wire);
@@ -182,7 +180,7 @@ void ExpertParallelPrepareFinalize::finalize(const Tensor& expert_output, const 
   // expert-parallel.md).
   const bool in_place = y.is_contiguous() && y.device() == wire;
   Tensor combined = in_place ? y : Tensor::empty({pending->tokens, hidden}, config_.dtype, wire);
-  ep::combine(returned, pending->token_offsets, pending->token_rows, combined, wire);
+  ep::combine(returned, plan, combined, wire);
   if (!in_place) y.copy_(combined);
 }
 

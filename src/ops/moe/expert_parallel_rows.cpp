@@ -61,11 +61,12 @@ void copy_rows(const RowCopyArgs& args, Device device) {
   }
 }
 
-void combine(const Tensor& returned, const Tensor& token_offsets, const Tensor& token_rows,
-             Tensor& y, Device device) {
+void combine(const Tensor& returned, const DispatchPlan& plan, Tensor& y, Device device) {
   const std::int64_t tokens = y.size(0), hidden = y.size(1);
   if (device.is_cuda()) {
 #if TILEOPS_WITH_CUDA
+    const Tensor token_offsets = index_tensor(plan.token_offsets, device);
+    const Tensor token_rows = index_tensor(plan.token_rows, device);
     cuda_kernels::launch_combine_rows({.partials = returned.data_ptr(),
                                        .token_offsets = token_offsets.data<std::int64_t>(),
                                        .token_rows = token_rows.data<std::int64_t>(),
@@ -79,11 +80,6 @@ void combine(const Tensor& returned, const Tensor& token_offsets, const Tensor& 
     throw UsageError("expert parallelism on a GPU: tileops was built without CUDA");
 #endif
   }
-  DispatchPlan plan;  // combine_rows reads only the token indices
-  const auto* offsets = token_offsets.data<std::int64_t>();
-  const auto* rows = token_rows.data<std::int64_t>();
-  plan.token_offsets.assign(offsets, offsets + tokens + 1);
-  plan.token_rows.assign(rows, rows + plan.token_offsets.back());
   const Tensor partials = returned.to(DType::float32);
   const Tensor sums = Tensor::empty({tokens, hidden}, DType::float32);
   combine_rows({partials.data<float>(), static_cast<std::size_t>(partials.numel())}, hidden, plan,

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/moe/expert_parallel_cuda.h"
+#include "ops/moe/expert_parallel_plan.h"
 #include "tileops/core/tensor.h"
 
 namespace tileops::expert_parallel {
@@ -40,9 +41,8 @@ RowCopyArgs unpack(Tensor& dst, const Tensor& wire, PackedRow::Field f, std::int
 /// device's current tileops stream). The pointers must be `device`'s memory.
 void copy_rows(const RowCopyArgs& args, Device device);
 
-/// y[t] = round(sum in float32, in rank order, of returned[token_rows[j]] for j in
-/// [token_offsets[t], token_offsets[t + 1])); every tensor contiguous and on `device`.
-void combine(const Tensor& returned, const Tensor& token_offsets, const Tensor& token_rows,
-             Tensor& y, Device device);
+/// y[t] = round(sum in float32, in rank order, of returned[r] over token t's rows r in `plan`);
+/// returned and y contiguous and on `device`.
+void combine(const Tensor& returned, const DispatchPlan& plan, Tensor& y, Device device);
 
 }  // namespace tileops::expert_parallel
