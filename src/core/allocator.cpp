@@ -1,6 +1,7 @@
 // Storage: owned host memory (64-byte aligned, one malloc block with the Storage object), owned
-// CUDA memory (stream-ordered allocator), and borrowed memory with a release callback. A
-// thread-scoped storage source (storage_source.h) replaces the first two when installed.
+// CUDA memory (stream-ordered, from tileops' pool of the device: cuda_memory_pool.cpp), and
+// borrowed memory with a release callback. A thread-scoped storage source (storage_source.h)
+// replaces the first two when installed.
 #include <cstdint>
 #include <cstdlib>
 #include <new>
@@ -94,10 +95,23 @@ StoragePtr Storage::allocate(const StorageRequest& request) {
   void* data = nullptr;
   if (nbytes > 0) {
     detail::CudaDeviceGuard guard(device.index);
-    const cudaError_t status = cudaMallocAsync(&data, nbytes, static_cast<cudaStream_t>(stream));
+    const auto cuda_stream = static_cast<cudaStream_t>(stream);
+    cudaMemPool_t pool = detail::memory_pool(device.index);
+    cudaError_t status = cudaMallocFromPoolAsync(&data, nbytes, pool, cuda_stream);
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (status == cudaErrorMemoryAllocation &&
+        cudaStreamIsCapturing(cuda_stream, &capture) == cudaSuccess &&
+        capture == cudaStreamCaptureStatusNone) {
+      // The pool's cache may hold the memory in blocks of other sizes: return it and try again.
+      cudaGetLastError();
+      if (cudaStreamSynchronize(cuda_stream) == cudaSuccess &&
+          cudaMemPoolTrimTo(pool, 0) == cudaSuccess) {
+        status = cudaMallocFromPoolAsync(&data, nbytes, pool, cuda_stream);
+      }
+    }
     if (status != cudaSuccess) {
-      const std::string what = "Storage.allocate: cudaMallocAsync of " + std::to_string(nbytes) +
-                               " bytes on " + device.str();
+      const std::string what = "Storage.allocate: cudaMallocFromPoolAsync of " +
+                               std::to_string(nbytes) + " bytes on " + device.str();
       if (status == cudaErrorMemoryAllocation) {
         cudaGetLastError();  // clears the error, so that later calls do not see it
         throw OutOfMemoryError(what + ": out of device memory (" + cudaGetErrorString(status) +

@@ -27,6 +27,10 @@ class CudaDeviceGuard {
   bool changed_ = false;
 };
 
+/// tileops' memory pool of `device` (created on first use, thread-safe; see cuda_memory_stats in
+/// tileops/core/cuda.h). The device index must exist.
+cudaMemPool_t memory_pool(int device);
+
 inline cudaStream_t stream_of(int device) {
   return static_cast<cudaStream_t>(cuda_current_stream(device));
 }

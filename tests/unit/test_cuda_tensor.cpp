@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdint>
 #include <thread>
 #include <vector>
 
@@ -61,6 +62,35 @@ TEST(CudaTensor, AllocateAndRoundTrip) {
   }
   const Tensor empty = Tensor::empty({0, 5}, DType::float32, kGpu);
   EXPECT_EQ(empty.to(Device::cpu()).numel(), 0);
+}
+
+TEST(CudaTensor, ThePoolKeepsFreedMemoryUntilReleased) {
+  REQUIRE_CUDA();
+  constexpr std::int64_t kBytes = std::int64_t{64} << 20;
+  tileops::cuda_release_cached_memory(0);
+  const tileops::CudaMemoryStats before = tileops::cuda_memory_stats(0);
+  {
+    const Tensor t = Tensor::empty({kBytes}, DType::uint8, kGpu);
+    const tileops::CudaMemoryStats live = tileops::cuda_memory_stats(0);
+    EXPECT_GE(live.used, before.used + kBytes);
+    EXPECT_GE(live.reserved, live.used);
+  }
+  tileops::cuda_synchronize(0);  // the driver's default pool would return the memory here
+  const tileops::CudaMemoryStats cached = tileops::cuda_memory_stats(0);
+  EXPECT_EQ(cached.used, before.used);
+  EXPECT_GE(cached.reserved, before.used + kBytes);
+  {
+    const Tensor again = Tensor::empty({kBytes}, DType::uint8, kGpu);  // served from the cache
+    EXPECT_EQ(tileops::cuda_memory_stats(0).reserved, cached.reserved);
+  }
+  tileops::cuda_release_cached_memory(0);
+  const tileops::CudaMemoryStats released = tileops::cuda_memory_stats(0);
+  EXPECT_EQ(released.used, before.used);
+  EXPECT_LT(released.reserved, cached.reserved);
+  EXPECT_LE(released.reserved, before.reserved);
+  EXPECT_THAT(error_message<tileops::UsageError>(
+                  [] { tileops::cuda_memory_stats(tileops::cuda_device_count()); }),
+              HasSubstr("does not exist"));
 }
 
 TEST(CudaTensor, ElementAccessIsCpuOnly) {

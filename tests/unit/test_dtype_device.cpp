@@ -128,6 +128,10 @@ TEST(CudaRuntime, WithoutADeviceEverythingIsAUsageError) {
       HasSubstr("ScopedCudaStream"));
   EXPECT_THAT(error_message<tileops::UsageError>([] { tileops::cuda_device_properties(0); }),
               HasSubstr("cuda_device_properties"));
+  EXPECT_THAT(error_message<tileops::UsageError>([] { tileops::cuda_memory_stats(0); }),
+              HasSubstr("cuda_memory_stats"));
+  EXPECT_THAT(error_message<tileops::UsageError>([] { tileops::cuda_release_cached_memory(0); }),
+              HasSubstr("cuda_release_cached_memory"));
 #if TILEOPS_WITH_CUDA
   EXPECT_THAT(error_message<tileops::UsageError>([] { tileops::cuda_synchronize(0); }),
               HasSubstr("does not exist (" + std::to_string(count) + " devices available)"));

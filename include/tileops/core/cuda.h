@@ -49,6 +49,28 @@ class ScopedCudaStream {
 /// Waits for all work on `device` (cudaDeviceSynchronize on it); UsageError on failure.
 void cuda_synchronize(int device);
 
+/// Device memory held by tileops' allocator on one device: `reserved` bytes taken from the
+/// driver, of which `used` back live tensors; the rest is cached for the next allocations.
+struct CudaMemoryStats {
+  std::int64_t reserved = 0;
+  std::int64_t used = 0;
+};
+
+/// tileops allocates CUDA tensors from a memory pool of its own per device (stream-ordered,
+/// cudaMallocFromPoolAsync) that keeps freed memory for reuse instead of returning it to the
+/// driver at every synchronisation: mapping fresh memory for the temporaries of a large op costs
+/// more than its kernels take on small inputs (docs/design/op-base.md, "Device memory"). The
+/// cache is returned by cuda_release_cached_memory, and when an allocation fails (the pool is
+/// trimmed and the allocation tried once more before OutOfMemoryError). Tensors whose storage a
+/// host framework provides (the PyTorch extension) do not use the pool.
+/// UsageError for a device index that does not exist, or without CUDA.
+CudaMemoryStats cuda_memory_stats(int device);
+
+/// Waits for all work on `device`, then returns the memory tileops' pool caches (not the memory
+/// of live tensors) to the driver. UsageError for a device index that does not exist, or
+/// without CUDA.
+void cuda_release_cached_memory(int device);
+
 struct CudaDeviceProperties {
   std::string name;
   int major = 0;

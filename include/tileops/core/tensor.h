@@ -91,8 +91,9 @@ class Storage {
  public:
   /// Owned memory for `nbytes` bytes on `device`. CPU memory is 64-byte aligned and shares one
   /// heap block with the Storage object itself (one allocation). CUDA memory comes from
-  /// cudaMallocAsync on cuda_current_stream(device.index) (with that device made current for
-  /// the call) and is freed by cudaFreeAsync on that same stream. nbytes == 0 allocates no
+  /// tileops' pool of the device (cudaMallocFromPoolAsync; see cuda_memory_stats in
+  /// tileops/core/cuda.h) on cuda_current_stream(device.index) (with that device made current
+  /// for the call) and is freed by cudaFreeAsync on that same stream. nbytes == 0 allocates no
   /// memory: data() is nullptr. The contents are uninitialised.
   static StoragePtr allocate(std::size_t nbytes, Device device) {
     return allocate(StorageRequest{nbytes, device, std::nullopt, {}});
