@@ -27,6 +27,10 @@ class CudaDeviceGuard {
   bool changed_ = false;
 };
 
+/// UsageError("<what>: CUDA device <n> does not exist (<count> devices available)") unless
+/// 0 <= device < cuda_device_count().
+void check_device_index(int device, const char* what);
+
 /// tileops' memory pool of `device` (created on first use, thread-safe; see cuda_memory_stats in
 /// tileops/core/cuda.h). The device index must exist.
 cudaMemPool_t memory_pool(int device);

@@ -21,15 +21,6 @@ namespace tileops {
 
 namespace {
 
-void check_device(int device, const char* what) {
-  const int count = cuda_device_count();
-  if (device < 0 || device >= count) {
-    throw UsageError(std::string(what) + ": CUDA device " + std::to_string(device) +
-                     " does not exist (" + std::to_string(count) + " device" +
-                     (count == 1 ? "" : "s") + " available)");
-  }
-}
-
 struct PoolSlot {
   std::once_flag once;
   cudaMemPool_t pool = nullptr;
@@ -70,14 +61,14 @@ cudaMemPool_t memory_pool(int device) {
 }  // namespace detail
 
 CudaMemoryStats cuda_memory_stats(int device) {
-  check_device(device, "cuda_memory_stats");
+  detail::check_device_index(device, "cuda_memory_stats");
   cudaMemPool_t pool = detail::memory_pool(device);
   return {pool_attribute(pool, cudaMemPoolAttrReservedMemCurrent, "cuda_memory_stats"),
           pool_attribute(pool, cudaMemPoolAttrUsedMemCurrent, "cuda_memory_stats")};
 }
 
 void cuda_release_cached_memory(int device) {
-  check_device(device, "cuda_release_cached_memory");
+  detail::check_device_index(device, "cuda_release_cached_memory");
   detail::CudaDeviceGuard guard(device);
   check_cuda(cudaDeviceSynchronize(), "cuda_release_cached_memory: cudaDeviceSynchronize");
   check_cuda(cudaMemPoolTrimTo(detail::memory_pool(device), 0),

@@ -21,7 +21,13 @@ namespace {
   throw UsageError(std::string(what) + ": tileops was built without CUDA");
 }
 
-[[maybe_unused]] void check_device_index(int device, const char* what) {
+}  // namespace
+
+#if TILEOPS_WITH_CUDA
+
+namespace detail {
+
+void check_device_index(int device, const char* what) {
   const int count = cuda_device_count();
   if (device < 0 || device >= count) {
     throw UsageError(std::string(what) + ": CUDA device " + std::to_string(device) +
@@ -30,9 +36,9 @@ namespace {
   }
 }
 
-}  // namespace
+}  // namespace detail
 
-#if TILEOPS_WITH_CUDA
+using detail::check_device_index;
 
 namespace {
 
