@@ -104,6 +104,13 @@ def pre_permute(device: str, dtype: torch.dtype, m: int, h: int, k: int, e: int,
                 f"{m}x{h}-k{k}-e{e}-map{int(expert_map)}-{dtype}", has_out=False)
 
 
+def pre_permute_quant(device: str, dtype: torch.dtype, m: int, h: int, k: int, e: int,
+                      expert_map: bool, group: int = 128) -> Case:
+    case = pre_permute(device, dtype, m, h, k, e, expert_map)
+    return Case("MoEPrePermuteQuantFP8FwdOp", {"num_experts": e, "group_size": group, "eps": 1e-10},
+                case.inputs, f"{case.label}-g{group}", has_out=False)
+
+
 def offsets_for(m: int, e: int, seed: int) -> torch.Tensor:
     cuts = torch.sort(torch.randint(0, m + 1, (e - 1,), generator=_gen(seed))).values
     return torch.cat([torch.tensor([0]), cuts, torch.tensor([m])]).to(torch.int32)
@@ -174,6 +181,10 @@ def cases(device: str) -> list[Case]:
         out.append(token_group_quant(device, dtype, 6, 256, 128))
     out.append(token_group_quant(device, torch.bfloat16, 3, 96, 32))
     out.append(pre_permute(device, torch.bfloat16, 5, 16, 2, 4, True))
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        out.append(pre_permute_quant(device, dtype, 6, 256, 2, 8, False))
+    out.append(pre_permute_quant(device, torch.bfloat16, 5, 96, 2, 4, True, 32))
+    out.append(pre_permute_quant(device, torch.float16, 4, 48, 3, 4, False, 24))  # unfused on CUDA
     for dtype in (torch.bfloat16, torch.float16):
         out.append(grouped_gemm(device, dtype, 24, 4, 32, 48, "none"))
         out.append(grouped_gemm(device, dtype, 16, 3, 64, 32, "silu_and_mul"))
@@ -205,6 +216,7 @@ SAMPLE_BUILDERS: dict[str, Callable[..., Case]] = {
     "LongRoPEFwdOp": long_rope,
     "MoETopKRoutingFwdOp": routing,
     "MoEPrePermuteFwdOp": pre_permute,
+    "MoEPrePermuteQuantFP8FwdOp": pre_permute_quant,
     "MoEGroupedGemmFwdOp": grouped_gemm,
     "MoEGroupedGemmFP8FwdOp": grouped_gemm_fp8,
     "MoEGroupedGemmFP8MaskedFwdOp": grouped_gemm_fp8_masked,

@@ -1,6 +1,7 @@
 // The MoE ops through the whole Op path on CUDA, against the double-precision references (and
 // the CPU implementation for the exact outputs): routing, pre-permute, grouped GEMM with each
-// activation, post-permute, and the fused MoE layer (bf16 and FP8 experts) on shapes with experts
+// activation, post-permute, the quantizing pre-permute (bit for bit the CPU's, fused kernel and
+// unfused fallback), and the fused MoE layer (bf16 and FP8 experts) on shapes with experts
 // that receive no tokens, one token and all tokens; group-limited routing and the per-token-group
 // FP8 quantization (the quant family) against the CPU implementation. Outputs are poisoned before
 // each call. Skipped without a GPU.
@@ -12,6 +13,7 @@
 #include <tuple>
 
 #include "gpu/gpu_op_test_util.h"
+#include "kernels/moe/moe_impls.h"
 #include "ops/moe_test_inputs.h"
 #include "tileops/ops/moe.h"
 #include "tileops/ops/quant.h"
@@ -132,6 +134,83 @@ TEST(GpuMoEOps, PermutesMatchTheCpuImplementationExactly) {
     MoEPostPermuteFwdOp cpu_post({.scale = 0.5});
     expect_close(out, cpu_post(cxp, w, cinv), "post-permute");
   }
+}
+
+/// The kernel `op` last ran, as its implementation class (nullptr: another one).
+template <class Impl>
+const Impl* ran(Op& op) {
+  for (Kernel* k : op.iter_kernels()) {
+    if (const auto* impl = dynamic_cast<const Impl*>(k)) return impl;
+  }
+  return nullptr;
+}
+
+TEST(GpuMoEOps, PrePermuteQuantMatchesTheCpuImplementationBitForBit) {
+  SKIP_WITHOUT_GPU();
+  // Through the Op path: codes, scales, offsets and inverse of the CPU implementation (the
+  // pre-permute then the quantization), bit for bit. The fused kernel serves the group sizes
+  // its vector layout takes; the others (96 / 8 = 12, 3) take the unfused pair of kernels.
+  struct Case {
+    int tokens, top_k, experts, hidden, group;
+    bool mapped, fused;
+  };
+  for (const DType dtype : {DType::bfloat16, DType::float16, DType::float32}) {
+    const bool f32 = dtype == DType::float32;
+    for (const Case& c : std::vector<Case>{{1, 1, 4, 128, 128, false, true},
+                                           {256, 8, 256, 7168, 128, false, true},
+                                           {200, 8, 32, 7168, 128, true, true},
+                                           {33, 8, 256, 1024, f32 ? 8 : 16, false, true},
+                                           {7, 3, 5, 192, 96, false, false},
+                                           {5, 2, 3, 30, 3, true, false},
+                                           {0, 2, 4, 256, 128, false, true}}) {
+      const std::int64_t global = c.mapped ? 2 * c.experts : c.experts;
+      Tensor map;
+      if (c.mapped) {  // this rank holds the even global experts
+        map = Tensor::empty({global}, DType::int32);
+        for (std::int64_t g = 0; g < global; ++g) map.set_at({g}, g % 2 == 0 ? g / 2 : -1);
+      }
+      const MoEPrePermuteQuantFP8FwdOp::Params p{.num_experts = c.experts, .group_size = c.group};
+      MoEPrePermuteQuantFP8FwdOp cpu_op(p);
+      MoEPrePermuteQuantFP8FwdOp gpu_op(p);
+      const Tensor x = Tensor::randn({c.tokens, c.hidden}, dtype, 3 + c.tokens);
+      const Tensor ids = distinct_ids(c.tokens, c.top_k, global, 4 + c.tokens);
+      const auto [q, scales, off, inv] =
+          gpu_op(x.to(kGpu), ids.to(kGpu), map.defined() ? map.to(kGpu) : map);
+      const auto [cq, cscales, coff, cinv] = cpu_op(x, ids, map);
+      const std::string what = std::string(dtype_name(dtype)) + " " + x.str() +
+                               " k=" + std::to_string(c.top_k) + " g=" + std::to_string(c.group);
+#if TILEOPS_WITH_CUDA  // the implementation classes exist in CUDA builds only
+      EXPECT_EQ(ran<MoEPrePermuteQuantCuda>(gpu_op) != nullptr, c.fused) << what;
+      EXPECT_EQ(ran<MoEPrePermuteQuantUnfusedCuda>(gpu_op) != nullptr, !c.fused) << what;
+#endif
+      EXPECT_EQ(off.to(Device::cpu()).to_vector(), coff.to_vector()) << what;
+      EXPECT_EQ(inv.to(Device::cpu()).to_vector(), cinv.to_vector()) << what;
+      const Tensor hq = q.to(Device::cpu());
+      const Tensor hs = scales.to(Device::cpu());
+      ASSERT_EQ(hq.nbytes(), cq.nbytes()) << what;
+      ASSERT_EQ(hs.nbytes(), cscales.nbytes()) << what;
+      if (cq.nbytes() == 0) continue;
+      EXPECT_EQ(0, std::memcmp(hq.data_ptr(), cq.data_ptr(), cq.nbytes())) << what << ": q";
+      EXPECT_EQ(0, std::memcmp(hs.data_ptr(), cscales.data_ptr(), cscales.nbytes()))
+          << what << ": scales";
+    }
+  }
+  // x at an address that is not a whole vector (one bfloat16 in): copied, then the fused kernel.
+  const Tensor flat = Tensor::randn({1 + 9 * 256}, DType::bfloat16, 8);
+  const Tensor x = flat.to(kGpu).slice(0, 1, 1 + 9 * 256).reshape({9, 256});
+  const Tensor ids = distinct_ids(9, 4, 16, 9);
+  MoEPrePermuteQuantFP8FwdOp gpu_op({.num_experts = 16});
+  MoEPrePermuteQuantFP8FwdOp cpu_op({.num_experts = 16});
+  const auto [q, scales, off, inv] = gpu_op(x, ids.to(kGpu));
+  const auto [cq, cscales, coff, cinv] = cpu_op(x.to(Device::cpu()), ids);
+#if TILEOPS_WITH_CUDA
+  EXPECT_NE(ran<MoEPrePermuteQuantCuda>(gpu_op), nullptr);
+#endif
+  const Tensor hq = q.to(Device::cpu());
+  const Tensor hs = scales.to(Device::cpu());
+  EXPECT_EQ(0, std::memcmp(hq.data_ptr(), cq.data_ptr(), cq.nbytes())) << "unaligned x: q";
+  EXPECT_EQ(0, std::memcmp(hs.data_ptr(), cscales.data_ptr(), cscales.nbytes()))
+      << "unaligned x: scales";
 }
 
 TEST(GpuMoEOps, GroupedGemmMatchesTheReference) {

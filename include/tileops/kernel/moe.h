@@ -1,5 +1,6 @@
-// The kernel contract of the MoE family: the call specs and interfaces of routing, pre-permute,
-// the grouped GEMM and post-permute. Kernel code includes this header, never the op header.
+// The kernel contract of the MoE family: the call specs and interfaces of routing, pre-permute
+// (plain and quantizing), the grouped GEMM and post-permute. Kernel code includes this header,
+// never the op header.
 #pragma once
 
 #include <cstddef>
@@ -101,6 +102,45 @@ class MoEPrePermuteInterface {
   virtual ~MoEPrePermuteInterface() = default;
   virtual void forward(const Tensor& x, const Tensor& ids, const Tensor* map,
                        const Tensor& permuted, const Tensor& offsets, const Tensor& inverse) = 0;
+};
+
+/// Pre-permute fused with per-token-group FP8 quantization: tokens x top_k pairs grouped over
+/// num_experts local experts, the gathered rows quantized in groups of group_size columns.
+struct MoEPrePermuteQuantCall : CallSpec {
+  std::int64_t tokens = 0;
+  std::int64_t hidden = 0;
+  std::int64_t top_k = 0;
+  std::int64_t num_experts = 0;
+  std::int64_t group_size = 128;
+  DType dtype = DType::bfloat16;
+  bool has_map = false;
+  friend bool operator==(const MoEPrePermuteQuantCall&, const MoEPrePermuteQuantCall&) = default;
+  std::size_t hash() const {
+    return hash_fields(device, tokens, hidden, top_k, num_experts, group_size, dtype, has_map);
+  }
+  std::string str() const {
+    return spec_text("MoEPrePermuteQuantCall", device,
+                     {{"tokens", spec_field(tokens)},
+                      {"hidden", spec_field(hidden)},
+                      {"top_k", spec_field(top_k)},
+                      {"num_experts", spec_field(num_experts)},
+                      {"group_size", spec_field(group_size)},
+                      {"dtype", spec_field(dtype_name(dtype))},
+                      {"map", spec_field(has_map)}});
+  }
+};
+
+/// x [tokens, hidden]; ids [tokens, top_k]; map [G] int32 or nullptr; q [tokens*top_k, hidden]
+/// float8_e4m3fn; scales [tokens*top_k, hidden / group_size] float32; offsets [num_experts + 1];
+/// inverse [tokens, top_k] (manifest/moe.yaml, MoEPrePermuteQuantFP8FwdOp, defines the values).
+class MoEPrePermuteQuantInterface {
+ public:
+  static constexpr std::string_view name = "moe_pre_permute_quant_fp8";
+  using Request = MoEPrePermuteQuantCall;
+  virtual ~MoEPrePermuteQuantInterface() = default;
+  virtual void forward(const Tensor& x, const Tensor& ids, const Tensor* map, const Tensor& q,
+                       const Tensor& scales, const Tensor& offsets, const Tensor& inverse,
+                       double eps) = 0;
 };
 
 /// expert_out [rows, hidden]; weights [tokens, top_k] float32; inverse [tokens, top_k]; y

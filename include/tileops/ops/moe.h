@@ -51,6 +51,22 @@ class MoEPrePermuteFwdOp final : public gen::MoEPrePermuteFwdOpBase<MoEPrePermut
                const Tensor& inverse);
 };
 
+/// (permuted_q, permuted_scales, expert_offsets, inverse) = op(x, topk_ids, expert_map): the
+/// pre-permute's rows quantized to FP8 as they are gathered (the bf16 copy is never written).
+class MoEPrePermuteQuantFP8FwdOp final
+    : public gen::MoEPrePermuteQuantFP8FwdOpBase<MoEPrePermuteQuantFP8FwdOp> {
+ public:
+  using MoEPrePermuteQuantFP8FwdOpBase::MoEPrePermuteQuantFP8FwdOpBase;
+  static std::vector<InterfaceInfo> interfaces();
+  static std::vector<ImplementationInfo> kernel_types();
+  /// As MoEPrePermuteFwdOp's: distinct ids per token (a map keeps the first num_experts local).
+  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
+                                             Device device);
+  void forward(const SignatureCall& call, const Tensor& x, const Tensor& topk_ids,
+               const Tensor& expert_map, const Tensor& permuted_q, const Tensor& permuted_scales,
+               const Tensor& expert_offsets, const Tensor& inverse);
+};
+
 /// c = op(a, expert_offsets, b): each expert's rows times its weight, transposed.
 class MoEGroupedGemmFwdOp final : public gen::MoEGroupedGemmFwdOpBase<MoEGroupedGemmFwdOp> {
  public:

@@ -140,20 +140,19 @@ void MoEPrePermuteCpu::forward(const Tensor& x, const Tensor& ids, const Tensor*
     std::int32_t e = g;
     if (mp != nullptr) {
       if (g < 0 || g >= map_size) {
-        throw SignatureError(fmt::format(
-            "MoEPrePermuteFwdOp: topk_ids[{}, {}] = {} is outside the expert map of {} experts",
-            p / top_k, p % top_k, g, map_size));
+        throw SignatureError(
+            fmt::format("{}: topk_ids[{}, {}] = {} is outside the expert map of {} experts",
+                        op_name_, p / top_k, p % top_k, g, map_size));
       }
       e = mp[g];
       if (e < -1 || e >= experts) {
-        throw SignatureError(fmt::format(
-            "MoEPrePermuteFwdOp: expert_map[{}] = {} is neither -1 nor a local expert in [0, {})",
-            g, e, experts));
+        throw SignatureError(
+            fmt::format("{}: expert_map[{}] = {} is neither -1 nor a local expert in [0, {})",
+                        op_name_, g, e, experts));
       }
     } else if (g < 0 || g >= experts) {
-      throw SignatureError(
-          fmt::format("MoEPrePermuteFwdOp: topk_ids[{}, {}] = {} is outside [0, {}) (num_experts)",
-                      p / top_k, p % top_k, g, experts));
+      throw SignatureError(fmt::format("{}: topk_ids[{}, {}] = {} is outside [0, {}) (num_experts)",
+                                       op_name_, p / top_k, p % top_k, g, experts));
     }
     local[p] = e;
     if (e >= 0) ++count[e + 1];

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -110,7 +111,7 @@ void launch_grouped_gemm(const GroupedGemmArgs& args, const GroupedGemmConfig& c
 // writes inverse[t][k] = -1; rows permuted[offsets[E] .. T*K-1] are zero-filled. Deterministic.
 // Two kernels: a one-block ranking kernel (writes offsets and inverse) and a row-copy kernel;
 // no scratch memory. num_experts is limited by shared memory (about 50000).
-// Fused FP8 quantization (kernel level; no op uses it yet): with permuted_q set, the second
+// Fused FP8 quantization (MoEPrePermuteQuantFP8FwdOp): with permuted_q set, the second
 // kernel writes, instead of the copy, exactly what launch_token_group_quant_fp8 (quant_cuda.h)
 // makes of the copy: e4m3 codes permuted_q [T*K, H] and float32 scales permuted_scales [T*K,
 // H / quant_group_size] (rows past offsets[E]: the quantized zero row, codes 0 and scales
@@ -134,6 +135,10 @@ struct PrePermuteArgs {
   double quant_eps = 1e-10;
 };
 void launch_moe_pre_permute(const PrePermuteArgs& args, void* stream);
+
+/// Why the fused FP8 quantization cannot take rows of `dtype` in groups of `group_size` columns
+/// (the vector layout above; the pointer conditions are the caller's), or nullopt.
+std::optional<std::string> moe_gather_quant_fp8_refusal(DType dtype, int64_t group_size);
 
 // ---------------------------------------------------------------------------------------------
 // Post-permute (combine): out[t][h] = T(scale * sum_k w[t][k] * float(expert_out[inv[t][k]][h]))

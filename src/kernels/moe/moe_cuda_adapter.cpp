@@ -2,8 +2,12 @@
 
 #include "kernels/moe/moe_impls.h"
 
+#include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
+#include "kernels/quant/quant_cuda.h"
 #include "tileops/core/cuda.h"
 
 namespace tileops {
@@ -47,6 +51,72 @@ void MoEPrePermuteCuda::forward(const Tensor& x, const Tensor& ids, const Tensor
   args.num_experts = call_.num_experts;
   args.dtype = call_.dtype;
   ck::launch_moe_pre_permute(args, cuda_current_stream(call_.device.index));
+}
+
+namespace {
+
+/// The pre-permute's arguments for a quantizing call (the gathered rows are not kept).
+ck::PrePermuteArgs pre_permute_args(const MoEPrePermuteQuantCall& call, const Tensor& x,
+                                    const Tensor& ids, const Tensor* map, const Tensor& offsets,
+                                    const Tensor& inverse) {
+  ck::PrePermuteArgs args;
+  args.x = x.data_ptr();
+  args.x_row_stride = call.hidden;
+  args.topk_ids = ids.data<std::int32_t>();
+  args.expert_map = map != nullptr ? map->data<std::int32_t>() : nullptr;
+  args.map_size = map != nullptr ? map->numel() : 0;
+  args.expert_offsets = offsets.data<std::int32_t>();
+  args.inverse = inverse.data<std::int32_t>();
+  args.tokens = call.tokens;
+  args.hidden = call.hidden;
+  args.top_k = call.top_k;
+  args.num_experts = call.num_experts;
+  args.dtype = call.dtype;
+  return args;
+}
+
+}  // namespace
+
+std::optional<std::string> MoEPrePermuteQuantCuda::refusal(const MoEPrePermuteQuantCall& call) {
+  return ck::moe_gather_quant_fp8_refusal(call.dtype, call.group_size);
+}
+
+void MoEPrePermuteQuantCuda::forward(const Tensor& x, const Tensor& ids, const Tensor* map,
+                                     const Tensor& q, const Tensor& scales, const Tensor& offsets,
+                                     const Tensor& inverse, double eps) {
+  // The kernel reads x in 16-byte vectors: a view at an unaligned address is copied first (its
+  // rows are whole vectors when the layout is taken, so only the base address can be off).
+  const bool aligned = reinterpret_cast<std::uintptr_t>(x.data_ptr()) % 16 == 0;
+  const Tensor source = aligned ? x : Tensor::empty(x.sizes(), x.dtype(), x.device());
+  if (!aligned) source.copy_(x);
+  ck::PrePermuteArgs args = pre_permute_args(call_, source, ids, map, offsets, inverse);
+  args.permuted_q = q.data_ptr();
+  args.permuted_scales = scales.data<float>();
+  args.quant_group_size = call_.group_size;
+  args.quant_eps = eps;
+  ck::launch_moe_pre_permute(args, cuda_current_stream(call_.device.index));
+}
+
+void MoEPrePermuteQuantUnfusedCuda::forward(const Tensor& x, const Tensor& ids, const Tensor* map,
+                                            const Tensor& q, const Tensor& scales,
+                                            const Tensor& offsets, const Tensor& inverse,
+                                            double eps) {
+  const Tensor permuted =
+      Tensor::empty({call_.tokens * call_.top_k, call_.hidden}, call_.dtype, call_.device);
+  ck::PrePermuteArgs args = pre_permute_args(call_, x, ids, map, offsets, inverse);
+  args.permuted = permuted.data_ptr();
+  void* stream = cuda_current_stream(call_.device.index);
+  ck::launch_moe_pre_permute(args, stream);
+  ck::TokenGroupQuantArgs quant;
+  quant.x = permuted.data_ptr();
+  quant.q = q.data_ptr();
+  quant.scales = scales.data<float>();
+  quant.rows = permuted.size(0);
+  quant.cols = call_.hidden;
+  quant.group_size = call_.group_size;
+  quant.eps = eps;
+  quant.dtype = call_.dtype;
+  ck::launch_token_group_quant_fp8(quant, stream);
 }
 
 void MoEPostPermuteCuda::forward(const Tensor& expert_out, const Tensor& weights,

@@ -130,6 +130,16 @@ bool aligned(const void* p, int64_t bytes) {
 
 }  // namespace
 
+std::optional<std::string> moe_gather_quant_fp8_refusal(DType dtype, int64_t group_size) {
+  const int vec = static_cast<int>(16 / static_cast<int64_t>(element_size(dtype)));
+  int lanes_log2 = 0;
+  int vecs = 0;
+  if (group_size >= 1 && fp8_quant::vector_layout(group_size, vec, lanes_log2, vecs))
+    return std::nullopt;
+  return "the fused FP8 quantization needs group_size / " + std::to_string(vec) +
+         " to be a power of two up to 128, got group_size " + std::to_string(group_size);
+}
+
 void check_moe_gather_quant_fp8(const PrePermuteArgs& a) {
   const auto es = static_cast<int64_t>(element_size(a.dtype));
   const int vec = static_cast<int>(16 / es);

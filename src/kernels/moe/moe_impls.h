@@ -4,11 +4,14 @@
 // (ids, offsets, indices) and raise SignatureError for bad ones.
 #pragma once
 
+#include <string_view>
+
 #include "tileops/kernel/moe.h"
 
 #if TILEOPS_WITH_CUDA
 #include <mutex>
 #include <optional>
+#include <string>
 #include "kernels/moe/moe_cuda.h"
 #include "kernels/tuned_launch.h"
 #endif
@@ -34,11 +37,31 @@ class MoEPrePermuteCpu final : public Kernel, public MoEPrePermuteInterface {
   static std::vector<Device::Type> devices() { return {Device::Type::cpu}; }
   static constexpr bool general = true;
   explicit MoEPrePermuteCpu(const MoEPermuteCall& call) : call_(call) {}
+  /// For another op built on this kernel: its errors name `op_name`.
+  MoEPrePermuteCpu(const MoEPermuteCall& call, std::string_view op_name)
+      : call_(call), op_name_(op_name) {}
   void forward(const Tensor& x, const Tensor& ids, const Tensor* map, const Tensor& permuted,
                const Tensor& offsets, const Tensor& inverse) override;
 
  private:
   MoEPermuteCall call_;
+  std::string_view op_name_ = "MoEPrePermuteFwdOp";
+};
+
+/// The CPU pre-permute, then the CPU per-token-group quantization of its rows
+/// (moe_pre_permute_quant_cpu.cpp): the two kernels the op's values are defined by.
+class MoEPrePermuteQuantCpu final : public Kernel, public MoEPrePermuteQuantInterface {
+ public:
+  using Interface = MoEPrePermuteQuantInterface;
+  static std::vector<Device::Type> devices() { return {Device::Type::cpu}; }
+  static constexpr bool general = true;
+  explicit MoEPrePermuteQuantCpu(const MoEPrePermuteQuantCall& call) : call_(call) {}
+  void forward(const Tensor& x, const Tensor& ids, const Tensor* map, const Tensor& q,
+               const Tensor& scales, const Tensor& offsets, const Tensor& inverse,
+               double eps) override;
+
+ private:
+  MoEPrePermuteQuantCall call_;
 };
 
 class MoEPostPermuteCpu final : public Kernel, public MoEPostPermuteInterface {
@@ -92,6 +115,40 @@ class MoEPrePermuteCuda final : public Kernel, public MoEPrePermuteInterface {
 
  private:
   MoEPermuteCall call_;
+};
+
+/// The fused kernel: launch_moe_pre_permute with permuted_q (one pass, no bf16 copy). Refuses
+/// what its vector layout cannot take (moe_cuda.h); the unfused one below serves those.
+class MoEPrePermuteQuantCuda final : public Kernel, public MoEPrePermuteQuantInterface {
+ public:
+  using Interface = MoEPrePermuteQuantInterface;
+  static std::vector<Device::Type> devices() { return {Device::Type::cuda}; }
+  static std::optional<std::vector<int>> supported_archs() { return std::vector<int>{90}; }
+  static std::optional<std::string> refusal(const MoEPrePermuteQuantCall& call);
+  explicit MoEPrePermuteQuantCuda(const MoEPrePermuteQuantCall& call) : call_(call) {}
+  void forward(const Tensor& x, const Tensor& ids, const Tensor* map, const Tensor& q,
+               const Tensor& scales, const Tensor& offsets, const Tensor& inverse,
+               double eps) override;
+
+ private:
+  MoEPrePermuteQuantCall call_;
+};
+
+/// The CUDA pre-permute into a scratch of x's dtype, then the CUDA quantization (which takes
+/// every group size): the same values as the fused kernel, for the calls it refuses.
+class MoEPrePermuteQuantUnfusedCuda final : public Kernel, public MoEPrePermuteQuantInterface {
+ public:
+  using Interface = MoEPrePermuteQuantInterface;
+  static std::vector<Device::Type> devices() { return {Device::Type::cuda}; }
+  static std::optional<std::vector<int>> supported_archs() { return std::vector<int>{90}; }
+  static constexpr bool general = true;
+  explicit MoEPrePermuteQuantUnfusedCuda(const MoEPrePermuteQuantCall& call) : call_(call) {}
+  void forward(const Tensor& x, const Tensor& ids, const Tensor* map, const Tensor& q,
+               const Tensor& scales, const Tensor& offsets, const Tensor& inverse,
+               double eps) override;
+
+ private:
+  MoEPrePermuteQuantCall call_;
 };
 
 class MoEPostPermuteCuda final : public Kernel, public MoEPostPermuteInterface {

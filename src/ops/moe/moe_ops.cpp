@@ -1,4 +1,5 @@
-// The kernel ops of the MoE family: routing, pre-permute, grouped GEMM and post-permute. Each one
+// The kernel ops of the MoE family: routing, pre-permute (plain and quantizing), grouped GEMM and
+// post-permute. Each one
 // hands contiguous tensors to its kernel interface; the implementation is selected per call spec.
 #include <fmt/format.h>
 
@@ -89,6 +90,43 @@ void MoEPrePermuteFwdOp::forward(const SignatureCall& call, const Tensor& x, con
                  expert_offsets, inverse);
 }
 
+// ---- MoEPrePermuteQuantFP8FwdOp ------------------------------------------------------------
+
+std::vector<InterfaceInfo> MoEPrePermuteQuantFP8FwdOp::interfaces() {
+  return {interface<MoEPrePermuteQuantInterface>()};
+}
+std::vector<ImplementationInfo> MoEPrePermuteQuantFP8FwdOp::kernel_types() {
+  std::vector<ImplementationInfo> table;
+  table.push_back(implementation<MoEPrePermuteQuantCpu>("moe_pre_permute_quant_fp8_cpu",
+                                                        "MoEPrePermuteQuantCpu"));
+#if TILEOPS_WITH_CUDA
+  table.push_back(implementation<MoEPrePermuteQuantCuda>("moe_pre_permute_quant_fp8_cuda",
+                                                         "MoEPrePermuteQuantCuda"));
+  table.push_back(implementation<MoEPrePermuteQuantUnfusedCuda>(
+      "moe_pre_permute_quant_fp8_unfused_cuda", "MoEPrePermuteQuantUnfusedCuda"));
+#endif
+  return table;
+}
+
+void MoEPrePermuteQuantFP8FwdOp::forward(const SignatureCall& call, const Tensor& x,
+                                         const Tensor& topk_ids, const Tensor& expert_map,
+                                         const Tensor& permuted_q, const Tensor& permuted_scales,
+                                         const Tensor& expert_offsets, const Tensor& inverse) {
+  MoEPrePermuteQuantCall spec;
+  spec.device = call.device;
+  spec.tokens = x.size(0);
+  spec.hidden = x.size(1);
+  spec.top_k = topk_ids.size(1);
+  spec.num_experts = params().num_experts;
+  spec.group_size = params().group_size;
+  spec.dtype = x.dtype();
+  spec.has_map = expert_map.defined();
+  auto& kernel = kernel_for<MoEPrePermuteQuantInterface>(spec);
+  const Tensor map = spec.has_map ? expert_map.contiguous() : Tensor();
+  kernel.forward(x.contiguous(), topk_ids.contiguous(), spec.has_map ? &map : nullptr, permuted_q,
+                 permuted_scales, expert_offsets, inverse, params().eps);
+}
+
 // ---- MoEGroupedGemmFwdOp -------------------------------------------------------------------
 
 std::vector<InterfaceInfo> MoEGroupedGemmFwdOp::interfaces() {
@@ -160,6 +198,7 @@ void MoEPostPermuteFwdOp::forward(const SignatureCall& call, const Tensor& exper
 
 TILEOPS_REGISTER_OP(MoETopKRoutingFwdOp)
 TILEOPS_REGISTER_OP(MoEPrePermuteFwdOp)
+TILEOPS_REGISTER_OP(MoEPrePermuteQuantFP8FwdOp)
 TILEOPS_REGISTER_OP(MoEGroupedGemmFwdOp)
 TILEOPS_REGISTER_OP(MoEPostPermuteFwdOp)
 

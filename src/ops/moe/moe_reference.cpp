@@ -238,6 +238,15 @@ std::vector<Tensor> pre_permute_reference(std::span<const Tensor> in, const Para
           tensor_of(Values(perm.inverse.begin(), perm.inverse.end()), {tokens, top_k})};
 }
 
+/// The pre-permute's reference, then the quantization's reference of its rows (float32 holds
+/// the rows of x exactly, so the quantization sees x's values).
+std::vector<Tensor> pre_permute_quant_reference(std::span<const Tensor> in, const ParamMap& p) {
+  const std::vector<Tensor> permuted = pre_permute_reference(in, p);
+  const ParamMap quant{{"group_size", p.at("group_size")}, {"eps", p.at("eps")}};
+  const std::vector<Tensor> q = reference_of("PerTokenGroupQuantFP8FwdOp", {permuted[0]}, quant);
+  return {q[0], q[1], permuted[1], permuted[2]};
+}
+
 std::vector<Tensor> grouped_gemm_reference(std::span<const Tensor> in, const ParamMap& p) {
   const std::int64_t rows = in[0].size(0);
   const std::int64_t k = in[0].size(1);
@@ -298,6 +307,7 @@ std::vector<Tensor> fused_moe_reference(std::span<const Tensor> in, const ParamM
 
 TILEOPS_REGISTER_REFERENCE(MoETopKRoutingFwdOp, routing_reference)
 TILEOPS_REGISTER_REFERENCE(MoEPrePermuteFwdOp, pre_permute_reference)
+TILEOPS_REGISTER_REFERENCE(MoEPrePermuteQuantFP8FwdOp, pre_permute_quant_reference)
 TILEOPS_REGISTER_REFERENCE(MoEGroupedGemmFwdOp, grouped_gemm_reference)
 TILEOPS_REGISTER_REFERENCE(MoEExpertMLPFwdOp, expert_mlp_reference)
 TILEOPS_REGISTER_REFERENCE(MoEExpertMLPFP8FwdOp, expert_mlp_fp8_reference)

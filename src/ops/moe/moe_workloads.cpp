@@ -97,6 +97,11 @@ std::vector<Tensor> MoEPrePermuteFwdOp::workload_inputs(const InstantiatedCase& 
           map};
 }
 
+std::vector<Tensor> MoEPrePermuteQuantFP8FwdOp::workload_inputs(const InstantiatedCase& c,
+                                                                std::uint64_t seed, Device device) {
+  return MoEPrePermuteFwdOp::workload_inputs(c, seed, device);
+}
+
 std::vector<Tensor> MoEGroupedGemmFwdOp::workload_inputs(const InstantiatedCase& c,
                                                          std::uint64_t seed, Device device) {
   const std::int64_t rows = spec(c, 0).shape[0];
