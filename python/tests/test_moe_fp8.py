@@ -1,5 +1,6 @@
-"""FusedMoEFwdOp with FP8 experts from Python: the weights' dtype selects the FP8 MLP (quantize,
-FP8 grouped GEMM, twice), the result is its stages run by hand bit for bit and matches a float64
+"""FusedMoEFwdOp with FP8 experts from Python: the weights' dtype selects the quantizing
+pre-permute and the FP8 MLP (FP8 grouped GEMM, quantize, FP8 grouped GEMM), the result is its
+stages run by hand bit for bit (and the bf16 pre-permute with the MLP quantizing its rows) and matches a float64
 reference of the composition, and compiles (fullgraph) to its stages' nodes; misuse raises the
 composite's rule, as the C++ check words it."""
 
@@ -74,7 +75,8 @@ def test_fp8_weights_select_the_fp8_mlp_and_match_the_reference(device: str) -> 
     assert y.dtype == torch.bfloat16 and y.shape == x.shape
     experts = op.held_delegates()[1]
     assert [type(d).__name__ for d in experts.held_delegates()] == [
-        "MoEPrePermuteFwdOp", "MoEExpertMLPFwdOp", "MoEExpertMLPFP8FwdOp", "MoEPostPermuteFwdOp"]
+        "MoEPrePermuteQuantFP8FwdOp", "MoEExpertMLPFwdOp", "MoEExpertMLPFP8FwdOp",
+        "MoEPostPermuteFwdOp"]
 
     weights, ids = _routing_ref(logits, bias, 4, 4, 2, 2.5)
     w13d, w2d = _dequantized(w13, s13), _dequantized(w2, s2)
@@ -94,14 +96,23 @@ def test_fp8_weights_select_the_fp8_mlp_and_match_the_reference(device: str) -> 
                                           routed_scaling_factor=2.5, n_group=4, topk_group=2)
     tw, tid = routing(logits, bias)
     assert torch.equal(tid.cpu().long(), ids)  # grouped routing reaches the Python composite
-    xp, offsets, inverse = tileops.MoEPrePermuteFwdOp(num_experts=E)(x, tid, None)
+    post = tileops.MoEPostPermuteFwdOp()
     mlp = tileops.MoEExpertMLPFP8FwdOp(activation="silu_and_mul")
-    by_hand = tileops.MoEPostPermuteFwdOp()(mlp(xp, offsets, w13, w2, s13, s2), tw, inverse)
+    # As the layer runs: the rows quantized as they are gathered, the MLP from e4m3 rows ...
+    xq, xs, offsets_q, inverse_q = tileops.MoEPrePermuteQuantFP8FwdOp(num_experts=E)(x, tid, None)
+    assert xq.dtype == torch.float8_e4m3fn and xs.shape == (x.shape[0] * 4, H // 128)
+    assert torch.equal(y, post(mlp(xq, offsets_q, w13, w2, s13, s2, xs), tw, inverse_q))
+    assert {s: len(r) for s, r in mlp.last_call.stages.items()} == {
+        "quantize_x": 0, "gate_up": 1, "quantize_h": 1, "down": 1}
+    # ... and as it ran before: bf16 rows, quantized by the MLP. The same bits.
+    xp, offsets, inverse = tileops.MoEPrePermuteFwdOp(num_experts=E)(x, tid, None)
+    by_hand = post(mlp(xp, offsets, w13, w2, s13, s2), tw, inverse)
     assert torch.equal(y, by_hand)
     assert {s: len(r) for s, r in mlp.last_call.stages.items()} == {
         "quantize_x": 1, "gate_up": 1, "quantize_h": 1, "down": 1}
     stages = experts.last_call.stages
     assert len(stages["mlp_fp8"]) == 1 and stages["mlp"] == ()
+    assert len(stages["pre_permute_quant"]) == 1 and stages["pre_permute"] == ()
 
 
 def test_the_fp8_rules_are_signature_errors(device: str) -> None:
@@ -147,6 +158,6 @@ def test_fp8_layer_compiles_to_its_stages_nodes(device: str) -> None:
     assert len(graphs) == 1
     nodes = Counter(str(n.target).split(".")[1] for n in graphs[0].graph.nodes
                     if n.op == "call_function" and str(n.target).startswith("tileops."))
-    assert nodes == Counter({"moe_top_k_routing_fwd": 1, "moe_pre_permute_fwd": 1,
-                             "quant_per_token_group_quant_fp8_fwd": 2,
+    assert nodes == Counter({"moe_top_k_routing_fwd": 1, "moe_pre_permute_quant_fp8_fwd": 1,
+                             "quant_per_token_group_quant_fp8_fwd": 1,
                              "moe_grouped_gemm_fp8_fwd": 2, "moe_post_permute_fwd": 1})

@@ -52,8 +52,9 @@ def _construct_mlp_fp8(op: Any) -> None:
 
 def _forward_mlp_fp8(op: Any, x: torch.Tensor, offsets: torch.Tensor, w13: torch.Tensor,
                      w2: torch.Tensor, w13_scales: torch.Tensor, w2_scales: torch.Tensor,
-                     out: torch.Tensor | None) -> torch.Tensor:
-    xq, xs = op._quantize_x(x)
+                     x_scales: torch.Tensor | None, out: torch.Tensor | None) -> torch.Tensor:
+    # e4m3 x arrives quantized with its scales (the signature tied them to its dtype).
+    xq, xs = (x, x_scales) if x.dtype == torch.float8_e4m3fn else op._quantize_x(x)
     h = op._gate_up(xq, xs, offsets, w13, w13_scales)
     hq, hs = op._quantize_h(h)
     return op._down(hq, hs, offsets, w2, w2_scales, out=out)
@@ -70,15 +71,20 @@ def _forward_experts(op: Any, x: torch.Tensor, topk_weights: torch.Tensor,
                      expert_map: torch.Tensor | None, w13_scales: torch.Tensor | None,
                      w2_scales: torch.Tensor | None, out: torch.Tensor | None) -> torch.Tensor:
     experts = int(w13.shape[0])
-    pre = op.delegate_for("pre_permute", f"E={experts}", _ops().MoEPrePermuteFwdOp, num_experts=experts)
-    permuted, offsets, inverse = pre(x, topk_ids, expert_map)
     if w13.dtype == torch.float8_e4m3fn:
-        # The weights' dtype selects the MLP; the FP8 one is held at the first FP8 call.
+        # The weights' dtype selects the MLP; the FP8 path's sub-ops are held at the first FP8
+        # call. The rows are quantized as they are gathered (no bf16 copy of the M*K rows).
+        pre_quant = op.delegate_for("pre_permute_quant", f"E={experts}",
+                                    _ops().MoEPrePermuteQuantFP8FwdOp, num_experts=experts,
+                                    group_size=_FP8_BLOCK)
+        xq, xs, offsets, inverse = pre_quant(x, topk_ids, expert_map)
         mlp = op.delegate_for("mlp_fp8", None, _ops().MoEExpertMLPFP8FwdOp,
                               activation=op._params["activation"])
-        h = mlp(permuted, offsets, w13, w2, w13_scales, w2_scales)
-    else:
-        h = op._mlp(permuted, offsets, w13, w2)
+        h = mlp(xq, offsets, w13, w2, w13_scales, w2_scales, xs)
+        return op._post(h, topk_weights, inverse, out=out)
+    pre = op.delegate_for("pre_permute", f"E={experts}", _ops().MoEPrePermuteFwdOp, num_experts=experts)
+    permuted, offsets, inverse = pre(x, topk_ids, expert_map)
+    h = op._mlp(permuted, offsets, w13, w2)
     return op._post(h, topk_weights, inverse, out=out)
 
 

@@ -214,7 +214,7 @@ TEST_F(CliTest, BenchSkipsEveryLargeMoEWorkloadOnTheCpu) {
       {"FusedMoEExpertsFwdOp dsv3-512t-bfloat16-bfloat16", "22.6"},
       {"FusedMoEFwdOp dsv3-512t-float32-bfloat16-bfloat16", "22.6"},
       {"FusedMoEFwdOp dsv3-4096t-float32-bfloat16-bfloat16", "22.6"},
-      {"MoEExpertMLPFP8FwdOp dsv3-fp8-512t", "11.3"},
+      {"MoEExpertMLPFP8FwdOp dsv3-fp8-512t-bfloat16", "11.3"},
       {"FusedMoEExpertsFwdOp dsv3-fp8-512t-bfloat16-float8_e4m3fn", "11.3"},
       {"FusedMoEFwdOp dsv3-fp8-4096t-float32-bfloat16-float8_e4m3fn", "11.3"},
       {"FusedMoEFwdOp dsv3-fp8-512t-float32-bfloat16-float8_e4m3fn", "11.3"},

@@ -178,6 +178,53 @@ TEST(MoEExpertMLPFP8, IsItsSubOpsBitForBitAndFilesEveryStage) {
   EXPECT_EQ(std::get<std::string>(held[3]->param_values().at("activation")), "none");
 }
 
+TEST(MoEExpertMLPFP8, QuantizedRowsSkipQuantizeXAndGiveTheSameY) {
+  const FP8Layer l = fp8_layer(3, 256, 128, 51);
+  const Tensor x = Tensor::randn({9, 256}, DType::bfloat16, 52);
+  const Tensor off = offsets_of({3, 0, 5});  // expert 1 has no row; row 8 is outside
+  MoEExpertMLPFP8FwdOp op({.activation = "silu_and_mul"});
+  const Tensor from_bf16 = op(x, off, l.w13.w, l.w2.w, l.w13.scales, l.w2.scales);
+  PerTokenGroupQuantFP8FwdOp quant({.group_size = 128});
+  const auto [xq, xs] = quant(x);
+  const Tensor y = op(xq, off, l.w13.w, l.w2.w, l.w13.scales, l.w2.scales, xs);
+  EXPECT_EQ(y.to_vector(), from_bf16.to_vector());
+  const auto call = op.last_call();
+  EXPECT_TRUE(call->stage("quantize_x").empty());
+  for (const char* stage : {"gate_up", "quantize_h", "down"}) {
+    EXPECT_EQ(call->stage(stage).size(), 1u) << stage;
+  }
+  // The reference takes the rows as given too.
+  const std::vector<Tensor> in{xq, off, l.w13.w, l.w2.w, l.w13.scales, l.w2.scales, xs};
+  const Tensor ref = run_reference("MoEExpertMLPFP8FwdOp", in, op.param_values())[0];
+  const Tensor ref_bf16 =
+      run_reference("MoEExpertMLPFP8FwdOp", {x, off, l.w13.w, l.w2.w, l.w13.scales, l.w2.scales},
+                    op.param_values())[0];
+  EXPECT_EQ(ref.to_vector(), ref_bf16.to_vector());
+}
+
+TEST(MoEExpertMLPFP8, XScalesGoWithE4M3XOnly) {
+  MoEExpertMLPFP8FwdOp op(MoEExpertMLPFP8FwdOp::Params{});
+  const FP8Layer l = fp8_layer(2, 256, 128, 53);
+  const Tensor off = offsets_of({2, 2});
+  const Tensor x = Tensor::randn({4, 256}, DType::bfloat16, 54);
+  const Tensor xs = Tensor::full({4, 2}, 1.0, DType::float32);
+  EXPECT_THAT(message_of([&] {
+                op(x.to(DType::float8_e4m3fn), off, l.w13.w, l.w2.w, l.w13.scales, l.w2.scales);
+              }),
+              HasSubstr("MoEExpertMLPFP8FwdOp: shape rule 'X != float8_e4m3fn or "
+                        "present(x_scales)' does not hold"));
+  EXPECT_THAT(message_of([&] { op(x, off, l.w13.w, l.w2.w, l.w13.scales, l.w2.scales, xs); }),
+              HasSubstr("MoEExpertMLPFP8FwdOp: shape rule 'X == float8_e4m3fn or not "
+                        "present(x_scales)' does not hold"));
+  EXPECT_THAT(message_of([&] {
+                op(x.to(DType::float8_e4m3fn), off, l.w13.w, l.w2.w, l.w13.scales, l.w2.scales,
+                   Tensor::full({4, 1}, 1.0, DType::float32));
+              }),
+              HasSubstr("MoEExpertMLPFP8FwdOp: input 'x_scales'"));
+  EXPECT_THROW(op(x.to(DType::float16), off, l.w13.w, l.w2.w, l.w13.scales, l.w2.scales),
+               SignatureError);
+}
+
 TEST(MoEExpertMLPFP8, MatchesReferenceWithinTheDerivedBound) {
   for (const std::string act : {"silu_and_mul", "gelu_and_mul"}) {
     for (const auto& [counts, hidden, f] :
@@ -281,27 +328,62 @@ TEST(FusedMoEExpertsFP8, TheWeightsDTypeSelectsTheMLPHeldAtTheFirstFP8Call) {
   EXPECT_TRUE(op.last_call()->stage("mlp_fp8").empty());
   EXPECT_EQ(op.roof_key(), "tensor_core.bf16");
   for (const Op* sub : op.held_delegates()) EXPECT_NE(sub->name(), "MoEExpertMLPFP8FwdOp");
-  // FP8 weights: the FP8 MLP, whose y is exactly what the experts combine.
+  // FP8 weights: the quantizing pre-permute and the FP8 MLP on its rows, whose y is exactly
+  // what the experts combine.
   const Tensor y = op(x, tw, ids, l.w13.w, l.w2.w, Tensor(), l.w13.scales, l.w2.scales);
   const auto call = op.last_call();
   EXPECT_TRUE(call->stage("mlp").empty());
+  EXPECT_TRUE(call->stage("pre_permute").empty());
+  ASSERT_EQ(call->stage("pre_permute_quant").size(), 1u);
   ASSERT_EQ(call->stage("mlp_fp8").size(), 1u);
   EXPECT_EQ(call->stage("mlp_fp8")[0]->stage("gate_up").size(), 1u);
+  // The rows come quantized: the MLP's quantize_x stage does not run.
+  EXPECT_TRUE(call->stage("mlp_fp8")[0]->stage("quantize_x").empty());
+  EXPECT_EQ(call->stage("mlp_fp8")[0]->stage("quantize_h").size(), 1u);
   EXPECT_EQ(op.roof_key(), "tensor_core.fp8");
-  // pre_permute E=4, mlp, mlp_fp8, post_permute: stage order.
+  // pre_permute E=4, pre_permute_quant E=4, mlp, mlp_fp8, post_permute: stage order.
   const auto held = op.held_delegates();
-  ASSERT_EQ(held.size(), 4u);
-  EXPECT_EQ(held[2]->name(), "MoEExpertMLPFP8FwdOp");
+  ASSERT_EQ(held.size(), 5u);
+  EXPECT_EQ(held[0]->name(), "MoEPrePermuteFwdOp");
+  EXPECT_EQ(held[1]->name(), "MoEPrePermuteQuantFP8FwdOp");
+  EXPECT_EQ(std::get<std::int64_t>(held[1]->param_values().at("group_size")), 128);
+  EXPECT_EQ(held[3]->name(), "MoEExpertMLPFP8FwdOp");
+  MoEPostPermuteFwdOp post(MoEPostPermuteFwdOp::Params{});
+  MoEExpertMLPFP8FwdOp mlp(MoEExpertMLPFP8FwdOp::Params{});
+  // By hand as the layer runs now: pre-permute-quantize, the MLP from e4m3 rows ...
+  MoEPrePermuteQuantFP8FwdOp pre_quant({.num_experts = 4});
+  const auto [xq, xs, off_q, inverse_q] = pre_quant(x, ids);
+  EXPECT_EQ(y.to_vector(),
+            post(mlp(xq, off_q, l.w13.w, l.w2.w, l.w13.scales, l.w2.scales, xs), tw, inverse_q)
+                .to_vector());
+  // ... and as it ran before: pre-permute in bfloat16, the MLP quantizing its rows. Bit for bit.
   MoEPrePermuteFwdOp pre({.num_experts = 4});
   const auto [xp, off, inverse] = pre(x, ids);
-  MoEExpertMLPFP8FwdOp mlp(MoEExpertMLPFP8FwdOp::Params{});
-  MoEPostPermuteFwdOp post(MoEPostPermuteFwdOp::Params{});
   const Tensor by_hand =
       post(mlp(xp, off, l.w13.w, l.w2.w, l.w13.scales, l.w2.scales), tw, inverse);
   EXPECT_EQ(y.to_vector(), by_hand.to_vector());
-  // A second FP8 call reuses the held MLP.
+  // A second FP8 call reuses the held sub-ops.
   op(x, tw, ids, l.w13.w, l.w2.w, Tensor(), l.w13.scales, l.w2.scales);
-  EXPECT_EQ(op.held_delegates().size(), 4u);
+  EXPECT_EQ(op.held_delegates().size(), 5u);
+}
+
+TEST(FusedMoEExpertsFP8, AnExpertMapGivesTheUnfusedResultBitForBit) {
+  // Pairs of remote experts are dropped and the tail rows are the quantized zero row: y equals
+  // pre-permuting in bfloat16 and quantizing in the MLP.
+  const FP8Layer l = fp8_layer(4, 256, 128, 21);
+  const Tensor map = int_tensor({-1, 0, -1, 1, -1, 2, -1, 3});
+  const Tensor x = Tensor::randn({7, 256}, DType::bfloat16, 22);
+  const Tensor tw = Tensor::rand({7, 3}, DType::float32, 23, Device::cpu(), 0.0, 1.0);
+  const Tensor ids = distinct_ids(7, 3, 8, 24);
+  FusedMoEExpertsFwdOp op({.activation = "gelu_and_mul"});
+  const Tensor y = op(x, tw, ids, l.w13.w, l.w2.w, map, l.w13.scales, l.w2.scales);
+  MoEPrePermuteFwdOp pre({.num_experts = 4});
+  const auto [xp, off, inverse] = pre(x, ids, map);
+  MoEExpertMLPFP8FwdOp mlp({.activation = "gelu_and_mul"});
+  MoEPostPermuteFwdOp post(MoEPostPermuteFwdOp::Params{});
+  EXPECT_EQ(
+      y.to_vector(),
+      post(mlp(xp, off, l.w13.w, l.w2.w, l.w13.scales, l.w2.scales), tw, inverse).to_vector());
 }
 
 TEST(FusedMoEExpertsFP8, ANaNWeightScalePoisonsExactlyTheTokensOfItsExpert) {

@@ -146,8 +146,9 @@ class MoEExpertMLPFwdOp final : public gen::MoEExpertMLPFwdOpBase<MoEExpertMLPFw
   MoEGroupedGemmFwdOp* down_ = nullptr;
 };
 
-/// The experts' MLP with FP8 block-scaled weights: stages quantize_x, gate_up (FP8 grouped GEMM
-/// fusing the activation), quantize_h and down, all settled at construction.
+/// The experts' MLP with FP8 block-scaled weights: stages quantize_x (bfloat16 x only; e4m3 x
+/// comes with its x_scales), gate_up (FP8 grouped GEMM fusing the activation), quantize_h and
+/// down, all settled at construction.
 class MoEExpertMLPFP8FwdOp final : public gen::MoEExpertMLPFP8FwdOpBase<MoEExpertMLPFP8FwdOp> {
  public:
   explicit MoEExpertMLPFP8FwdOp(Params params, Target target = {});
@@ -158,7 +159,7 @@ class MoEExpertMLPFP8FwdOp final : public gen::MoEExpertMLPFP8FwdOpBase<MoEExper
   std::string roof_key() const override;
   void forward(const SignatureCall& call, const Tensor& x, const Tensor& expert_offsets,
                const Tensor& w13, const Tensor& w2, const Tensor& w13_scales,
-               const Tensor& w2_scales, const Tensor& y);
+               const Tensor& w2_scales, const Tensor& x_scales, const Tensor& y);
 
  private:
   PerTokenGroupQuantFP8FwdOp* quantize_x_ = nullptr;
@@ -167,9 +168,10 @@ class MoEExpertMLPFP8FwdOp final : public gen::MoEExpertMLPFP8FwdOpBase<MoEExper
   MoEGroupedGemmFP8FwdOp* down_ = nullptr;
 };
 
-/// The routed experts for given ids and weights: stages pre_permute (one sub-op per expert
-/// count seen at call time), mlp (weights of x's dtype; settled at construction) or mlp_fp8
-/// (float8_e4m3fn weights with block scales; held at the first such call), and post_permute.
+/// The routed experts for given ids and weights: stages pre_permute or, with FP8 weights,
+/// pre_permute_quant (one sub-op per expert count seen at call time), mlp (weights of x's dtype;
+/// settled at construction) or mlp_fp8 (float8_e4m3fn weights with block scales, on the rows
+/// pre_permute_quant quantized; held at the first such call), and post_permute.
 class FusedMoEExpertsFwdOp final : public gen::FusedMoEExpertsFwdOpBase<FusedMoEExpertsFwdOp> {
  public:
   explicit FusedMoEExpertsFwdOp(Params params, Target target = {});

@@ -1,8 +1,11 @@
 // The composite ops of the MoE family: the expert MLP (two grouped GEMMs), its FP8 form
-// (quantize, FP8 grouped GEMM, twice), the fused experts (pre-permute per expert count, the MLP
-// the weights' dtype selects, post-permute) and the fused MoE layer (routing, then the experts
-// between a prepare and a finalize step).
+// (quantize, FP8 grouped GEMM, twice), the fused experts (pre-permute per expert count, quantizing
+// for FP8 weights, the MLP the weights' dtype selects, post-permute) and the fused MoE layer
+// (routing, then the experts between a prepare and a finalize step).
 #include <fmt/format.h>
+
+#include <string>
+#include <tuple>
 
 #include "tileops/ops/moe.h"
 
@@ -78,8 +81,11 @@ std::string MoEExpertMLPFP8FwdOp::roof_key() const {
 void MoEExpertMLPFP8FwdOp::forward(const SignatureCall&, const Tensor& x,
                                    const Tensor& expert_offsets, const Tensor& w13,
                                    const Tensor& w2, const Tensor& w13_scales,
-                                   const Tensor& w2_scales, const Tensor& y) {
-  const auto [xq, xs] = (*quantize_x_)(x);
+                                   const Tensor& w2_scales, const Tensor& x_scales,
+                                   const Tensor& y) {
+  // e4m3 x arrives quantized with its scales (the signature tied them to its dtype).
+  const auto [xq, xs] =
+      x.dtype() == DType::float8_e4m3fn ? std::tuple{x, x_scales} : (*quantize_x_)(x);
   const Tensor h = (*gate_up_)(xq, xs, expert_offsets, w13, w13_scales);
   const auto [hq, hs] = (*quantize_h_)(h);
   (*down_)(hq, hs, expert_offsets, w2, w2_scales, y);
@@ -96,6 +102,7 @@ FusedMoEExpertsFwdOp::FusedMoEExpertsFwdOp(Params params, Target target)
 
 std::vector<DelegateType> FusedMoEExpertsFwdOp::delegate_types() {
   return {{"pre_permute", "MoEPrePermuteFwdOp"},
+          {"pre_permute_quant", "MoEPrePermuteQuantFP8FwdOp"},
           {"mlp", "MoEExpertMLPFwdOp"},
           {"mlp_fp8", "MoEExpertMLPFP8FwdOp"},
           {"post_permute", "MoEPostPermuteFwdOp"}};
@@ -112,19 +119,24 @@ void FusedMoEExpertsFwdOp::forward(const SignatureCall&, const Tensor& x,
                                    const Tensor& y) {
   // The expert count is known only now: one pre-permute sub-op per count (identity "E=<n>").
   const std::int64_t experts = w13.size(0);
-  auto& pre_permute = delegate_for<MoEPrePermuteFwdOp>("pre_permute", fmt::format("E={}", experts),
-                                                       nullptr, {.num_experts = experts});
-  const auto [permuted, offsets, inverse] = pre_permute(x, topk_ids, expert_map);
-  // The weights' dtype selects the MLP (the signature tied the scales to it); the FP8 one is
-  // held at the first FP8 call, so a bf16 model never holds it.
-  Tensor h;
+  const std::string identity = fmt::format("E={}", experts);
+  // The weights' dtype selects the MLP (the signature tied the scales to it); the FP8 path's
+  // sub-ops are held at the first FP8 call, so a bf16 model never holds them. FP8 rows are
+  // quantized as they are gathered: the bfloat16 copy of the M*K rows is never written.
   if (w13.dtype() == DType::float8_e4m3fn) {
+    auto& pre_permute_quant = delegate_for<MoEPrePermuteQuantFP8FwdOp>(
+        "pre_permute_quant", identity, nullptr, {.num_experts = experts, .group_size = kFP8Block});
+    const auto [xq, xs, offsets, inverse] = pre_permute_quant(x, topk_ids, expert_map);
     auto& mlp_fp8 = delegate_for<MoEExpertMLPFP8FwdOp>("mlp_fp8", std::nullopt, nullptr,
                                                        {.activation = params().activation});
-    h = mlp_fp8(permuted, offsets, w13, w2, w13_scales, w2_scales);
-  } else {
-    h = (*mlp_)(permuted, offsets, w13, w2);
+    const Tensor h = mlp_fp8(xq, offsets, w13, w2, w13_scales, w2_scales, xs);
+    (*post_permute_)(h, topk_weights, inverse, y);
+    return;
   }
+  auto& pre_permute =
+      delegate_for<MoEPrePermuteFwdOp>("pre_permute", identity, nullptr, {.num_experts = experts});
+  const auto [permuted, offsets, inverse] = pre_permute(x, topk_ids, expert_map);
+  const Tensor h = (*mlp_)(permuted, offsets, w13, w2);
   (*post_permute_)(h, topk_weights, inverse, y);
 }
 

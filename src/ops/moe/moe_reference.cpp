@@ -146,15 +146,18 @@ struct FP8Weights {
 };
 
 /// y [rows, H] of MoEExpertMLPFP8FwdOp on bfloat16 rows `x`: quantize (1 x 128), the FP8 GEMM
-/// with the activation, h to bfloat16, quantize, the FP8 GEMM, y to bfloat16.
+/// with the activation, h to bfloat16, quantize, the FP8 GEMM, y to bfloat16. e4m3 rows `x`
+/// come quantized with their `x_scales`: the first quantization is theirs.
 Tensor expert_mlp_fp8(const Tensor& x, const Tensor& offsets, const FP8Weights& w,
-                      const std::string& act) {
+                      const std::string& act, const Tensor& x_scales = Tensor()) {
   constexpr std::int64_t block = 128;  // manifest/moe.yaml: MoEExpertMLPFP8FwdOp
   const ParamMap quant{{"group_size", block}, {"eps", gen::PerTokenGroupQuantFP8FwdOpParams{}.eps}};
   const auto gemm = [&](const std::string& activation) {
     return ParamMap{{"activation", activation}, {"block_n", block}, {"block_k", block}};
   };
-  const auto xq = reference_of("PerTokenGroupQuantFP8FwdOp", {x.to(DType::bfloat16)}, quant);
+  const auto xq = x.dtype() == DType::float8_e4m3fn
+                      ? std::vector<Tensor>{x, x_scales}
+                      : reference_of("PerTokenGroupQuantFP8FwdOp", {x.to(DType::bfloat16)}, quant);
   const Tensor h = reference_of("MoEGroupedGemmFP8FwdOp",
                                 {xq[0], xq[1], offsets, w.w13, w.w13_scales}, gemm(act))[0]
                        .to(DType::bfloat16);
@@ -265,7 +268,8 @@ std::vector<Tensor> expert_mlp_reference(std::span<const Tensor> in, const Param
 }
 
 std::vector<Tensor> expert_mlp_fp8_reference(std::span<const Tensor> in, const ParamMap& p) {
-  return {expert_mlp_fp8(in[0], in[1], {in[2], in[3], in[4], in[5]}, text_param(p, "activation"))
+  return {expert_mlp_fp8(in[0], in[1], {in[2], in[3], in[4], in[5]}, text_param(p, "activation"),
+                         input_or_none(in, 6))
               .to(DType::float32)};
 }
 

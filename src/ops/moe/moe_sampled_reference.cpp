@@ -131,13 +131,24 @@ Values quantized_row(const Values& row) {
 }
 
 /// The FP8 expert MLP of one bfloat16 row: quantize, gate_up (dequantized weights), h to
-/// bfloat16, quantize, down, y to bfloat16.
+/// bfloat16, quantize, down, y to bfloat16. `x_quantized`: x is a row already dequantized from
+/// e4m3 and its scales, and is not quantized again.
 Values mlp_row_fp8(const Values& x, const Values& w13, const Values& w2, std::int64_t hidden,
-                   std::int64_t f, const std::string& act) {
-  const Values h = round_to(ref::gemm_row(quantized_row(x).data(), w13.data(), 2 * f, hidden, act),
-                            DType::bfloat16);
+                   std::int64_t f, const std::string& act, bool x_quantized = false) {
+  const Values xq = x_quantized ? x : quantized_row(x);
+  const Values h =
+      round_to(ref::gemm_row(xq.data(), w13.data(), 2 * f, hidden, act), DType::bfloat16);
   return round_to(ref::gemm_row(quantized_row(h).data(), w2.data(), hidden, f, "none"),
                   DType::bfloat16);
+}
+
+/// Row `row` of e4m3 `x` times its 1 x 128 `scales`, in double.
+Values dequantized_row(const Tensor& x, const Tensor& scales, std::int64_t row) {
+  const std::int64_t one[] = {row};
+  Values v = e4m3_values(gather_rows(x, one));
+  const Values s = gather_rows(scales, one).to_vector();
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] *= s[i / kFP8Block];
+  return v;
 }
 
 std::string text_param(const ParamMap& p, const char* name) {
@@ -189,11 +200,15 @@ std::vector<Tensor> expert_mlp_fp8_rows(std::span<const Tensor> in, const ParamM
   const Values offsets = values_of(in[1]);
   ExpertWeights w13(in[2], in[4]);
   ExpertWeights w2(in[3], in[5]);
+  const bool quantized = in[0].dtype() == DType::float8_e4m3fn;
   Values y(rows.size() * static_cast<std::size_t>(hidden), 0.0);
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const auto e = expert_of_row(offsets, rows[i]);
     if (!e) continue;
-    const Values row = mlp_row_fp8(row_of(in[0], rows[i]), w13.of(*e), w2.of(*e), hidden, f, act);
+    const Values row =
+        quantized ? mlp_row_fp8(dequantized_row(in[0], in[6], rows[i]), w13.of(*e), w2.of(*e),
+                                hidden, f, act, true)
+                  : mlp_row_fp8(row_of(in[0], rows[i]), w13.of(*e), w2.of(*e), hidden, f, act);
     std::copy(row.begin(), row.end(), y.begin() + static_cast<std::int64_t>(i) * hidden);
   }
   return {tensor_of(y, static_cast<std::int64_t>(rows.size()), hidden)};

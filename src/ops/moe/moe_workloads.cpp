@@ -166,9 +166,21 @@ std::vector<Tensor> MoEExpertMLPFP8FwdOp::workload_inputs(const InstantiatedCase
                                                           std::uint64_t seed, Device device) {
   const std::int64_t rows = spec(c, 0).shape[0];
   const std::int64_t experts = spec(c, 2).shape[0];
-  return {activations(c, 0, seed, device),   uniform_offsets(rows, experts, device),
-          weights(c, 2, seed, device),       weights(c, 3, seed, device),
-          fp8_scales(c, 4, 2, seed, device), fp8_scales(c, 5, 3, seed, device)};
+  // e4m3 x (pre-quantized rows): values in [-2, 2) with activation scales in [0.5, 1).
+  const bool quantized = spec(c, 0).dtype == DType::float8_e4m3fn;
+  const Tensor x =
+      quantized ? Tensor::rand(spec(c, 0).shape, DType::float8_e4m3fn, seed, device, -2.0, 2.0)
+                : activations(c, 0, seed, device);
+  const Tensor x_scales =
+      quantized ? Tensor::rand(spec(c, 6).shape, DType::float32, seed + 6, device, 0.5, 1.0)
+                : Tensor();
+  return {x,
+          uniform_offsets(rows, experts, device),
+          weights(c, 2, seed, device),
+          weights(c, 3, seed, device),
+          fp8_scales(c, 4, 2, seed, device),
+          fp8_scales(c, 5, 3, seed, device),
+          x_scales};
 }
 
 std::vector<Tensor> FusedMoEExpertsFwdOp::workload_inputs(const InstantiatedCase& c,
