@@ -90,10 +90,14 @@ void MoEPrePermuteQuantCuda::forward(const Tensor& x, const Tensor& ids, const T
   const Tensor source = aligned ? x : Tensor::empty(x.sizes(), x.dtype(), x.device());
   if (!aligned) source.copy_(x);
   ck::PrePermuteArgs args = pre_permute_args(call_, source, ids, map, offsets, inverse);
-  args.permuted_q = q.data_ptr();
-  args.permuted_scales = scales.data<float>();
-  args.quant_group_size = call_.group_size;
-  args.quant_eps = eps;
+  // No rows to write (no pair or no column): the ranking alone writes offsets and inverse, and
+  // the empty outputs' null pointers never reach the quantization's checks.
+  if (q.numel() > 0) {
+    args.permuted_q = q.data_ptr();
+    args.permuted_scales = scales.data<float>();
+    args.quant_group_size = call_.group_size;
+    args.quant_eps = eps;
+  }
   ck::launch_moe_pre_permute(args, cuda_current_stream(call_.device.index));
 }
 
