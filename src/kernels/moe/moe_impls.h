@@ -118,13 +118,17 @@ class MoEPrePermuteCuda final : public Kernel, public MoEPrePermuteInterface {
 };
 
 /// The fused kernel: launch_moe_pre_permute with permuted_q (one pass, no bf16 copy). Refuses
-/// what its vector layout cannot take (moe_cuda.h); the unfused one below serves those.
+/// what its vector layout cannot take (moe_cuda.h); the unfused one below serves those, and
+/// this one wins where both serve.
 class MoEPrePermuteQuantCuda final : public Kernel, public MoEPrePermuteQuantInterface {
  public:
   using Interface = MoEPrePermuteQuantInterface;
   static std::vector<Device::Type> devices() { return {Device::Type::cuda}; }
   static std::optional<std::vector<int>> supported_archs() { return std::vector<int>{90}; }
   static std::optional<std::string> refusal(const MoEPrePermuteQuantCall& call);
+  static std::vector<std::string> preferred_over() {
+    return {"moe_pre_permute_quant_fp8_unfused_cuda"};
+  }
   explicit MoEPrePermuteQuantCuda(const MoEPrePermuteQuantCall& call) : call_(call) {}
   void forward(const Tensor& x, const Tensor& ids, const Tensor* map, const Tensor& q,
                const Tensor& scales, const Tensor& offsets, const Tensor& inverse,
@@ -141,7 +145,6 @@ class MoEPrePermuteQuantUnfusedCuda final : public Kernel, public MoEPrePermuteQ
   using Interface = MoEPrePermuteQuantInterface;
   static std::vector<Device::Type> devices() { return {Device::Type::cuda}; }
   static std::optional<std::vector<int>> supported_archs() { return std::vector<int>{90}; }
-  static constexpr bool general = true;
   explicit MoEPrePermuteQuantUnfusedCuda(const MoEPrePermuteQuantCall& call) : call_(call) {}
   void forward(const Tensor& x, const Tensor& ids, const Tensor* map, const Tensor& q,
                const Tensor& scales, const Tensor& offsets, const Tensor& inverse,
