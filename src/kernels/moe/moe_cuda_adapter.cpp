@@ -33,31 +33,13 @@ void MoERoutingCuda::forward(const Tensor& logits, const Tensor* bias, const Ten
   ck::launch_moe_topk_routing(args, cuda_current_stream(call_.device.index));
 }
 
-void MoEPrePermuteCuda::forward(const Tensor& x, const Tensor& ids, const Tensor* map,
-                                const Tensor& permuted, const Tensor& offsets,
-                                const Tensor& inverse) {
-  ck::PrePermuteArgs args;
-  args.x = x.data_ptr();
-  args.x_row_stride = call_.hidden;
-  args.topk_ids = ids.data<std::int32_t>();
-  args.expert_map = map != nullptr ? map->data<std::int32_t>() : nullptr;
-  args.map_size = map != nullptr ? map->numel() : 0;
-  args.permuted = permuted.data_ptr();
-  args.expert_offsets = offsets.data<std::int32_t>();
-  args.inverse = inverse.data<std::int32_t>();
-  args.tokens = call_.tokens;
-  args.hidden = call_.hidden;
-  args.top_k = call_.top_k;
-  args.num_experts = call_.num_experts;
-  args.dtype = call_.dtype;
-  ck::launch_moe_pre_permute(args, cuda_current_stream(call_.device.index));
-}
-
 namespace {
 
-/// The pre-permute's arguments for a quantizing call (the gathered rows are not kept).
-ck::PrePermuteArgs pre_permute_args(const MoEPrePermuteQuantCall& call, const Tensor& x,
-                                    const Tensor& ids, const Tensor* map, const Tensor& offsets,
+/// The pre-permute's arguments common to its plain and quantizing calls (Call: MoEPermuteCall or
+/// MoEPrePermuteQuantCall); the caller sets where the rows go.
+template <class Call>
+ck::PrePermuteArgs pre_permute_args(const Call& call, const Tensor& x, const Tensor& ids,
+                                    const Tensor* map, const Tensor& offsets,
                                     const Tensor& inverse) {
   ck::PrePermuteArgs args;
   args.x = x.data_ptr();
@@ -76,6 +58,14 @@ ck::PrePermuteArgs pre_permute_args(const MoEPrePermuteQuantCall& call, const Te
 }
 
 }  // namespace
+
+void MoEPrePermuteCuda::forward(const Tensor& x, const Tensor& ids, const Tensor* map,
+                                const Tensor& permuted, const Tensor& offsets,
+                                const Tensor& inverse) {
+  ck::PrePermuteArgs args = pre_permute_args(call_, x, ids, map, offsets, inverse);
+  args.permuted = permuted.data_ptr();
+  ck::launch_moe_pre_permute(args, cuda_current_stream(call_.device.index));
+}
 
 std::optional<std::string> MoEPrePermuteQuantCuda::refusal(const MoEPrePermuteQuantCall& call) {
   return ck::moe_gather_quant_fp8_refusal(call.dtype, call.group_size);
