@@ -9,8 +9,7 @@
 // and the CPU's, and the weights lie within 1e-5 relative of the reference (the plain kernel's
 // test tolerance: float32 scores against double). Hand-built inputs check exact ties between and
 // within groups, the two group scores, and NaN (ranked above everything, as the plain kernel
-// does; the CPU implementation does not define an order for NaN, so those are checked against
-// the reference only).
+// and the CPU implementation do).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -412,6 +411,7 @@ TEST(MoEGroupedTopKRouting, NaNRanksFirst) {
   EXPECT_EQ(got.ids[1 * 8], 200);
   EXPECT_EQ(got.ids[3 * 8], 3);
   EXPECT_EQ(got.ids[3 * 8 + 1], 250);
+  EXPECT_EQ(got.ids, cpu_grouped_ids(c, logits, bias));
 }
 
 TEST(MoEGroupedTopKRouting, InvalidArguments) {

@@ -2,6 +2,8 @@
 // CPU: against the double-precision reference on many shapes, hand-built ties between and within
 // groups, the two group scores (two largest with a bias, largest without), the equivalence with
 // plain top-k when every group is kept, and the shape rules by error type and message.
+#include <cmath>
+#include <limits>
 #include <set>
 
 #include "ops/moe_test_inputs.h"
@@ -121,6 +123,38 @@ TEST(MoEGroupedRouting, GroupScoreIsTheTwoLargestWithABiasAndTheLargestWithout) 
   EXPECT_EQ(std::get<1>(op(logits)).to_vector(), (std::vector<double>{0, 1}));
   const Tensor zero_bias = Tensor::zeros({8}, DType::float32);
   EXPECT_EQ(std::get<1>(op(logits, zero_bias)).to_vector(), (std::vector<double>{2, 3}));
+}
+
+TEST(MoEGroupedRouting, NaNRanksAboveEveryNumberAndItsWeightsAreNaN) {
+  // sigmoid: a NaN logit gives a NaN score and choice, which ranks first (manifest/moe.yaml);
+  // its group's score is NaN too, so that group is kept. Token 0: NaN in group 3 (expert 6),
+  // whose other expert has the smallest logit; token 1: NaN at experts 5 and 1 (the smaller id
+  // first); token 2: no NaN, group 0 and 1 win.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const Tensor logits = floats({4, 3,   2, 1, 0, -1,  nan, -9,  //
+                                4, nan, 2, 1, 0, nan, -2,  -3,  //
+                                4, 3,   2, 1, 0, -1,  -2,  -3},
+                               {3, 8});
+  const Tensor bias = Tensor::zeros({8}, DType::float32);
+  for (const std::int64_t n_group : {1, 4}) {
+    MoETopKRoutingFwdOp op({.top_k = 3,
+                            .scoring = "sigmoid",
+                            .renormalize = true,
+                            .n_group = n_group,
+                            .topk_group = n_group == 1 ? 1 : 2});
+    const auto [w, ids] = op(logits, bias);
+    const std::string what = "n_group " + std::to_string(n_group);
+    EXPECT_EQ(ids.to_vector(), (std::vector<double>{6, 0, 1, 1, 5, 0, 0, 1, 2})) << what;
+    const auto weights = w.to_vector();
+    for (std::size_t i = 0; i < 6; ++i) EXPECT_TRUE(std::isnan(weights[i])) << what << " " << i;
+    for (std::size_t i = 6; i < 9; ++i) EXPECT_FALSE(std::isnan(weights[i])) << what << " " << i;
+    const auto ref = run_reference("MoETopKRoutingFwdOp", {logits, bias}, op.param_values());
+    EXPECT_EQ(ids.to_vector(), ref[1].to_vector()) << what;
+  }
+  // softmax: one NaN logit makes every score of its token NaN: ids in id order.
+  MoETopKRoutingFwdOp soft({.top_k = 3, .scoring = "softmax", .n_group = 4, .topk_group = 2});
+  EXPECT_EQ(std::get<1>(soft(logits)).to_vector(),
+            (std::vector<double>{0, 1, 2, 0, 1, 2, 0, 1, 2}));
 }
 
 TEST(MoEGroupedRouting, ShapeRulesAreSignatureErrors) {

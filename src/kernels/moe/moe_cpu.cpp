@@ -13,6 +13,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/moe/moe_activation_cpu.h"
+#include "kernels/moe/moe_routing_order.h"
 
 namespace tileops {
 namespace {
@@ -28,10 +29,10 @@ void keep_best_groups(const MoERoutingCall& call, const std::vector<float>& choi
     float first = -INFINITY;
     float second = -INFINITY;
     for (std::int64_t e = g * size; e < (g + 1) * size; ++e) {
-      if (choice[e] > first) {
+      if (moe_routing::ranks_before(choice[e], first)) {
         second = first;
         first = choice[e];
-      } else if (choice[e] > second) {
+      } else if (moe_routing::ranks_before(choice[e], second)) {
         second = choice[e];
       }
     }
@@ -40,8 +41,8 @@ void keep_best_groups(const MoERoutingCall& call, const std::vector<float>& choi
   std::iota(groups.begin(), groups.end(), 0);
   std::partial_sort(groups.begin(), groups.begin() + call.topk_group, groups.end(),
                     [&](std::int32_t a, std::int32_t b) {
-                      return group_score[a] > group_score[b] ||
-                             (group_score[a] == group_score[b] && a < b);
+                      return moe_routing::ranks_before(group_score[a], group_score[b]) ||
+                             (!moe_routing::ranks_before(group_score[b], group_score[a]) && a < b);
                     });
   std::fill(candidate.begin(), candidate.end(), char{0});
   for (std::int64_t i = 0; i < call.topk_group; ++i) {
@@ -94,10 +95,11 @@ void routing_rows(const Tensor& logits, const float* bias, float* weights, std::
         std::iota(order.begin(), order.end(), 0);
         last = order.end();
       }
-      // Descending choice score; equal scores: the smaller id first.
+      // Descending choice score (NaN first); equal scores: the smaller id first.
       std::partial_sort(order.begin(), order.begin() + top_k, last,
                         [&](std::int32_t a, std::int32_t b) {
-                          return choice[a] > choice[b] || (choice[a] == choice[b] && a < b);
+                          return moe_routing::ranks_before(choice[a], choice[b]) ||
+                                 (!moe_routing::ranks_before(choice[b], choice[a]) && a < b);
                         });
       float total = 0;
       for (std::int64_t k = 0; k < top_k; ++k) total += score[order[k]];

@@ -5,11 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <functional>
 #include <numbers>
 #include <numeric>
 #include <string>
 #include <vector>
+
+#include "kernels/moe/moe_routing_order.h"
 
 namespace tileops::moe_reference {
 
@@ -44,13 +45,14 @@ inline std::vector<bool> kept_experts(const std::vector<double>& c, bool has_bia
   std::vector<double> score(static_cast<std::size_t>(rule.n_group));
   for (std::int64_t g = 0; g < rule.n_group; ++g) {
     std::vector<double> members(c.begin() + g * size, c.begin() + (g + 1) * size);
-    std::sort(members.begin(), members.end(), std::greater<>());
+    std::sort(members.begin(), members.end(), moe_routing::ranks_before<double>);
     score[g] = has_bias ? members[0] + members[1] : members[0];
   }
   std::vector<std::int64_t> groups(static_cast<std::size_t>(rule.n_group));
   std::iota(groups.begin(), groups.end(), 0);
-  std::stable_sort(groups.begin(), groups.end(),
-                   [&](std::int64_t a, std::int64_t b) { return score[a] > score[b]; });
+  std::stable_sort(groups.begin(), groups.end(), [&](std::int64_t a, std::int64_t b) {
+    return moe_routing::ranks_before(score[a], score[b]);
+  });
   std::vector<bool> group_kept(static_cast<std::size_t>(rule.n_group), false);
   for (std::int64_t i = 0; i < rule.topk_group; ++i) group_kept[groups[i]] = true;
   for (std::int64_t e = 0; e < experts; ++e) kept[e] = group_kept[e / size];
@@ -78,8 +80,9 @@ inline void route_token(const double* logits, const std::vector<double>& bias, s
   for (std::int64_t e = 0; e < experts; ++e) {
     if (kept[e]) order.push_back(e);
   }
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::int64_t a, std::int64_t b) { return c[a] > c[b]; });
+  std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
+    return moe_routing::ranks_before(c[a], c[b]);
+  });
   double total = 0;
   for (std::int64_t k = 0; k < rule.top_k; ++k) total += s[order[k]];
   for (std::int64_t k = 0; k < rule.top_k; ++k) {
