@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # compute-sanitizer over the GPU tests: memcheck over every GPU test, then racecheck and synccheck
 # over the tests of the kernels that use shared memory, mbarriers or TMA (every kernel family:
-# the grouped GEMMs with their TMA loads and mbarrier pipelines, the staged and re-reading RMSNorm
-# kernels, the permutes, the routing and LongRoPE), on their small shapes since the race and sync
+# the bf16 and FP8 grouped GEMMs with their TMA loads and mbarrier pipelines, the staged and
+# re-reading RMSNorm kernels, the permutes, the quantizations, the routing and LongRoPE), on their small shapes since the race and sync
 # checkers slow a kernel down a hundredfold. Any reported error fails the script.
 #
 # Usage: scripts/gpu-sanitize.sh [BUILD_DIR]   (default: $TILEOPS_BUILD_DIR, else build-gpu; the
@@ -39,7 +39,10 @@ shared_memory_tests=(
   'MoEGroupedGemm.ClusterConfigs' 'MoEPrePermute.Cases' 'MoEPostPermute.Cases'
   'MoETopKRouting.Cases' 'MoETopKRouting.Ties' 'RMSNormKernels.ShapesDefaultConfig'
   'RMSNormKernels.StridedRows' 'RMSNormKernels.Reread' 'RMSNormKernels.StagedConfigs'
-  'LongRoPEKernels.ShapesDefaultConfig'
+  'LongRoPEKernels.ShapesDefaultConfig' 'MoEGroupedGemmFP8Kernels.SmallShapesEveryConfig'
+  'MoEGroupedGemmFP8Kernels.MaskedCountsEveryConfig' 'MoEGroupedGemmFP8Kernels.NonFiniteAndZeroScales'
+  'MoEPrePermuteQuantKernel.MatchesTheCpuCompositionBitForBit' 'TokenGroupQuantKernel.MatchesTheCpuBitForBit'
+  'MoEGroupedTopKRouting.Cases'
 )
 
 status=0
