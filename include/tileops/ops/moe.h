@@ -76,7 +76,7 @@ class MoEPrePermuteQuantFP8MaskedFwdOp final
   using MoEPrePermuteQuantFP8MaskedFwdOpBase::MoEPrePermuteQuantFP8MaskedFwdOpBase;
   static std::vector<InterfaceInfo> interfaces();
   static std::vector<ImplementationInfo> kernel_types();
-  /// Ids that give every expert exactly max_m rows where M * K = num_experts * max_m (so the
+  /// Ids that give every (global) expert exactly max_m rows where M * K = G * max_m (so the
   /// whole output is written and checked), else distinct ids per token as the contiguous op's.
   static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
                                              Device device);

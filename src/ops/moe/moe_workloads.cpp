@@ -105,20 +105,21 @@ std::vector<Tensor> MoEPrePermuteQuantFP8FwdOp::workload_inputs(const Instantiat
 std::vector<Tensor> MoEPrePermuteQuantFP8MaskedFwdOp::workload_inputs(const InstantiatedCase& c,
                                                                       std::uint64_t seed,
                                                                       Device device) {
+  std::vector<Tensor> inputs = MoEPrePermuteFwdOp::workload_inputs(c, seed, device);
   const std::int64_t experts = std::get<std::int64_t>(c.params.at("num_experts"));
   const std::int64_t max_m = std::get<std::int64_t>(c.params.at("max_m"));
   const auto& ids = spec(c, 1).shape;
   const bool mapped = c.inputs.size() > 2 && c.inputs[2].has_value();
-  if (mapped || ids[0] * ids[1] != experts * max_m || ids[1] > experts) {
-    return MoEPrePermuteFwdOp::workload_inputs(c, seed, device);
-  }
-  // Pair p = t * K + k goes to expert p mod E: distinct per token (K <= E), and every expert
-  // gets M * K / E = max_m rows, so no row of the layout is left unwritten.
+  const std::int64_t global = mapped ? spec(c, 2).shape[0] : experts;
+  if (ids[0] * ids[1] != global * max_m || ids[1] > global) return inputs;
+  // Pair p = t * K + k goes to global expert p mod G: distinct per token (K <= G), and every
+  // expert gets M * K / G = max_m rows, so no row of the layout is left unwritten.
   Tensor balanced = Tensor::empty({ids[0], ids[1]}, DType::int32);
   for (std::int64_t p = 0; p < ids[0] * ids[1]; ++p) {
-    balanced.data<std::int32_t>()[p] = static_cast<std::int32_t>(p % experts);
+    balanced.data<std::int32_t>()[p] = static_cast<std::int32_t>(p % global);
   }
-  return {activations(c, 0, seed, device), balanced.to(device), Tensor()};
+  inputs[1] = balanced.to(device);
+  return inputs;
 }
 
 std::vector<Tensor> MoEGroupedGemmFwdOp::workload_inputs(const InstantiatedCase& c,
