@@ -111,6 +111,23 @@ def pre_permute_quant(device: str, dtype: torch.dtype, m: int, h: int, k: int, e
                 case.inputs, f"{case.label}-g{group}", has_out=False)
 
 
+def pre_permute_quant_masked(device: str, dtype: torch.dtype, m: int, h: int, k: int, e: int,
+                             expert_map: bool, group: int = 128) -> Case:
+    # Balanced ids: pair p goes to (global) expert p mod G, so each local expert gets exactly
+    # max_m = m * k / G rows and no row of the layout is left unwritten (those rows are undefined,
+    # and the bit-for-bit comparisons read every row).
+    x = _randn((m, h), dtype, device, 11)
+    g = e * 2 if expert_map else e
+    assert k <= g and (m * k) % g == 0
+    ids = (torch.arange(m * k) % g).to(torch.int32).reshape(m, k).to(device)
+    emap = None
+    if expert_map:  # this rank holds the even global experts
+        emap = torch.tensor([i // 2 if i % 2 == 0 else -1 for i in range(g)], dtype=torch.int32).to(device)
+    params = {"num_experts": e, "max_m": m * k // g, "group_size": group, "eps": 1e-10}
+    return Case("MoEPrePermuteQuantFP8MaskedFwdOp", params, (x, ids, emap),
+                f"{m}x{h}-k{k}-e{e}-map{int(expert_map)}-g{group}-{dtype}", has_out=False)
+
+
 def offsets_for(m: int, e: int, seed: int) -> torch.Tensor:
     cuts = torch.sort(torch.randint(0, m + 1, (e - 1,), generator=_gen(seed))).values
     return torch.cat([torch.tensor([0]), cuts, torch.tensor([m])]).to(torch.int32)
@@ -185,6 +202,9 @@ def cases(device: str) -> list[Case]:
         out.append(pre_permute_quant(device, dtype, 6, 256, 2, 8, False))
     out.append(pre_permute_quant(device, torch.bfloat16, 5, 96, 2, 4, True, 32))
     out.append(pre_permute_quant(device, torch.float16, 4, 48, 3, 4, False, 24))  # unfused on CUDA
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        out.append(pre_permute_quant_masked(device, dtype, 6, 256, 2, 4, False))
+    out.append(pre_permute_quant_masked(device, torch.bfloat16, 4, 128, 2, 2, True))
     for dtype in (torch.bfloat16, torch.float16):
         out.append(grouped_gemm(device, dtype, 24, 4, 32, 48, "none"))
         out.append(grouped_gemm(device, dtype, 16, 3, 64, 32, "silu_and_mul"))
@@ -217,6 +237,7 @@ SAMPLE_BUILDERS: dict[str, Callable[..., Case]] = {
     "MoETopKRoutingFwdOp": routing,
     "MoEPrePermuteFwdOp": pre_permute,
     "MoEPrePermuteQuantFP8FwdOp": pre_permute_quant,
+    "MoEPrePermuteQuantFP8MaskedFwdOp": pre_permute_quant_masked,
     "MoEGroupedGemmFwdOp": grouped_gemm,
     "MoEGroupedGemmFP8FwdOp": grouped_gemm_fp8,
     "MoEGroupedGemmFP8MaskedFwdOp": grouped_gemm_fp8_masked,

@@ -70,6 +70,11 @@ def cold_pre_permute_quant(device: str) -> None:
     _cold_compile(samples.pre_permute_quant(device, torch.bfloat16, 6, 256, 2, 8, True))
 
 
+@register_compile_contract("MoEPrePermuteQuantFP8MaskedFwdOp")
+def cold_pre_permute_quant_masked(device: str) -> None:
+    _cold_compile(samples.pre_permute_quant_masked(device, torch.bfloat16, 6, 256, 2, 4, False))
+
+
 @register_compile_contract("MoEGroupedGemmFwdOp")
 def cold_grouped_gemm(device: str) -> None:
     _cold_compile(samples.grouped_gemm(device, torch.bfloat16, 16, 3, 64, 32, "silu_and_mul"))

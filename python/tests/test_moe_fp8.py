@@ -161,3 +161,36 @@ def test_fp8_layer_compiles_to_its_stages_nodes(device: str) -> None:
     assert nodes == Counter({"moe_top_k_routing_fwd": 1, "moe_pre_permute_quant_fp8_fwd": 1,
                              "quant_per_token_group_quant_fp8_fwd": 1,
                              "moe_grouped_gemm_fp8_fwd": 2, "moe_post_permute_fwd": 1})
+
+
+def test_masked_decode_path_gives_the_contiguous_y_bit_for_bit(device: str) -> None:
+    # masked_max_rows = 3 takes the masked stages for 6 tokens x top-4 over 8 experts (24 <= 24):
+    # the same rows as the contiguous route, each stage computing them alike (C++ tests the same).
+    _skip_without_kernel(device)
+    x, logits, w13, w2, bias, s13, s2 = _inputs(device)
+    contiguous = tileops.FusedMoEFwdOp(top_k=4, scoring="sigmoid", renormalize=True)
+    masked = tileops.FusedMoEFwdOp(top_k=4, scoring="sigmoid", renormalize=True, masked_max_rows=3)
+    want = contiguous(x, logits, w13, w2, bias, s13, s2)
+    got = masked(x, logits, w13, w2, bias, s13, s2)
+    if device == "cpu":
+        assert torch.equal(got, want)
+    else:  # other GEMM tile shapes on CUDA: the bf16 tolerance
+        torch.testing.assert_close(got, want, rtol=1.6e-2, atol=1.6e-2)
+    experts = masked.held_delegates()[1]
+    assert [type(d).__name__ for d in experts.held_delegates()] == [
+        "MoEPrePermuteQuantFP8MaskedFwdOp", "MoEExpertMLPFwdOp", "MoEExpertMLPFP8MaskedFwdOp",
+        "MoEPostPermuteFwdOp"]
+    stages = experts.last_call.stages
+    assert len(stages["pre_permute_quant_masked"]) == 1 and stages["pre_permute_quant"] == ()
+    assert len(stages["mlp_fp8_masked"]) == 1 and stages["mlp_fp8"] == ()
+    # The stages by hand, max_m = M: the masked MLP's rows are the contiguous MLP's.
+    a, a_s, counts, inverse = tileops.MoEPrePermuteQuantFP8MaskedFwdOp(num_experts=E, max_m=6)(
+        x, torch.tensor([[0, 1, 2, 3]] * 6, dtype=torch.int32, device=device), None)
+    assert counts.cpu().tolist() == [6, 6, 6, 6, 0, 0, 0, 0]
+    assert inverse.cpu().tolist()[1] == [1, 7, 13, 19]
+    h = tileops.MoEExpertMLPFP8MaskedFwdOp()(a, a_s, counts, w13, w2, s13, s2)
+    assert h.shape == (E, 6, H) and torch.equal(h[4:].float().cpu(), torch.zeros(4, 6, H))
+    # A token count above masked_max_rows * E / K takes the contiguous route.
+    big = tileops.FusedMoEFwdOp(top_k=4, scoring="sigmoid", renormalize=True, masked_max_rows=2)
+    big(x, logits, w13, w2, bias, s13, s2)
+    assert big.held_delegates()[1].last_call.stages["pre_permute_quant_masked"] == ()

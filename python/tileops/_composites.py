@@ -3,8 +3,9 @@
 A composite has no custom operator: its forward calls its stages' ops, so that traced, the
 stages' nodes appear in the graph. Sub-ops settled by the parameters are built at construction
 (held before any tracing, so a cold ``fullgraph=True`` compile never constructs); the
-pre-permute of FusedMoEExpertsFwdOp depends on the call's expert count and is built at the
-first call with that count (call eagerly once before compiling).
+pre-permute of FusedMoEExpertsFwdOp depends on the call's expert count (and, on the masked
+decode path, its token count) and is built at the first call with that count (call eagerly once
+before compiling).
 """
 
 from __future__ import annotations
@@ -60,6 +61,28 @@ def _forward_mlp_fp8(op: Any, x: torch.Tensor, offsets: torch.Tensor, w13: torch
     return op._down(hq, hs, offsets, w2, w2_scales, out=out)
 
 
+def _construct_mlp_fp8_masked(op: Any) -> None:
+    ops = _ops()
+    act = op._params["activation"]
+    op._gate_up = op.delegate_for("gate_up", None, ops.MoEGroupedGemmFP8MaskedFwdOp, activation=act,
+                                  block_n=_FP8_BLOCK, block_k=_FP8_BLOCK)
+    op._quantize_h = op.delegate_for("quantize_h", None, ops.PerTokenGroupQuantFP8FwdOp, group_size=_FP8_BLOCK)
+    op._down = op.delegate_for("down", None, ops.MoEGroupedGemmFP8MaskedFwdOp, activation="none",
+                               block_n=_FP8_BLOCK, block_k=_FP8_BLOCK)
+
+
+def _forward_mlp_fp8_masked(op: Any, x: torch.Tensor, x_scales: torch.Tensor, counts: torch.Tensor,
+                            w13: torch.Tensor, w2: torch.Tensor, w13_scales: torch.Tensor,
+                            w2_scales: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+    experts, max_m = int(x.shape[0]), int(x.shape[1])
+    h = op._gate_up(x, x_scales, counts, w13, w13_scales)
+    f = int(h.shape[2])
+    # Every row of h is quantized, the zeros past the counts included (as in C++).
+    hq, hs = op._quantize_h(h.reshape(experts * max_m, f))
+    return op._down(hq.reshape(experts, max_m, f), hs.reshape(experts, max_m, -1), counts, w2,
+                    w2_scales, out=out)
+
+
 def _construct_experts(op: Any) -> None:
     ops = _ops()
     op._mlp = op.delegate_for("mlp", None, ops.MoEExpertMLPFwdOp, activation=op._params["activation"])
@@ -71,6 +94,20 @@ def _forward_experts(op: Any, x: torch.Tensor, topk_weights: torch.Tensor,
                      expert_map: torch.Tensor | None, w13_scales: torch.Tensor | None,
                      w2_scales: torch.Tensor | None, out: torch.Tensor | None) -> torch.Tensor:
     experts = int(w13.shape[0])
+    tokens = int(x.shape[0])
+    rows = int(op._params.get("masked_max_rows", 0))
+    if w13.dtype == torch.float8_e4m3fn and rows > 0 and tokens * int(topk_ids.shape[1]) <= rows * experts:
+        # The masked decode path, by shape only (a CUDA graph replays one route); max_m = M:
+        # ids distinct per token give no expert more rows.
+        max_m = max(1, tokens)
+        pre_masked = op.delegate_for("pre_permute_quant_masked", f"E={experts},max_m={max_m}",
+                                     _ops().MoEPrePermuteQuantFP8MaskedFwdOp, num_experts=experts,
+                                     max_m=max_m, group_size=_FP8_BLOCK)
+        a, a_scales, counts, inverse = pre_masked(x, topk_ids, expert_map)
+        mlp = op.delegate_for("mlp_fp8_masked", None, _ops().MoEExpertMLPFP8MaskedFwdOp,
+                              activation=op._params["activation"])
+        h = mlp(a, a_scales, counts, w13, w2, w13_scales, w2_scales)
+        return op._post(h.reshape(experts * max_m, -1), topk_weights, inverse, out=out)
     if w13.dtype == torch.float8_e4m3fn:
         # The weights' dtype selects the MLP; the FP8 path's sub-ops are held at the first FP8
         # call. The rows are quantized as they are gathered (no bf16 copy of the M*K rows).
@@ -98,7 +135,8 @@ def _construct_fused(op: Any) -> None:
         renormalize=p["renormalize"], routed_scaling_factor=p["routed_scaling_factor"],
         n_group=p["n_group"], topk_group=p["topk_group"],
     )
-    op._experts = op.delegate_for("experts", None, ops.FusedMoEExpertsFwdOp, activation=p["activation"])
+    op._experts = op.delegate_for("experts", None, ops.FusedMoEExpertsFwdOp, activation=p["activation"],
+                                  masked_max_rows=p.get("masked_max_rows", 0))
 
 
 def _forward_fused(op: Any, x: torch.Tensor, router_logits: torch.Tensor, w13: torch.Tensor,
@@ -113,6 +151,7 @@ def _forward_fused(op: Any, x: torch.Tensor, router_logits: torch.Tensor, w13: t
 _COMPOSITES: dict[str, tuple[Callable[[Any], None], Callable[..., torch.Tensor]]] = {
     "MoEExpertMLPFwdOp": (_construct_mlp, _forward_mlp),
     "MoEExpertMLPFP8FwdOp": (_construct_mlp_fp8, _forward_mlp_fp8),
+    "MoEExpertMLPFP8MaskedFwdOp": (_construct_mlp_fp8_masked, _forward_mlp_fp8_masked),
     "FusedMoEExpertsFwdOp": (_construct_experts, _forward_experts),
     "FusedMoEFwdOp": (_construct_fused, _forward_fused),
 }

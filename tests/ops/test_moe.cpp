@@ -409,9 +409,11 @@ TEST(FusedMoE, TheDynamicPathTakesInjectedParameters) {
 }
 
 TEST(MoEFamily, ClassesAgreeWithTheManifestAndBuildDynamically) {
-  for (const OpClass* c : {&op_class_of<MoEExpertMLPFwdOp>(), &op_class_of<MoEExpertMLPFP8FwdOp>(),
-                           &op_class_of<FusedMoEExpertsFwdOp>(), &op_class_of<FusedMoEFwdOp>(),
-                           &op_class_of<MoEGroupedGemmFwdOp>()}) {
+  for (const OpClass* c :
+       {&op_class_of<MoEExpertMLPFwdOp>(), &op_class_of<MoEExpertMLPFP8FwdOp>(),
+        &op_class_of<MoEExpertMLPFP8MaskedFwdOp>(), &op_class_of<FusedMoEExpertsFwdOp>(),
+        &op_class_of<FusedMoEFwdOp>(), &op_class_of<MoEGroupedGemmFwdOp>(),
+        &op_class_of<MoEPrePermuteQuantFP8MaskedFwdOp>()}) {
     EXPECT_TRUE(c->registration_problems.empty()) << c->name;
   }
   EXPECT_EQ(op_class_of<FusedMoEFwdOp>().injected_parameters,
@@ -477,6 +479,24 @@ TEST(MoEFamily, WorkloadInputsAreValidInputs) {
       {"MoEPrePermuteQuantFP8FwdOp",
        {{"num_experts", std::int64_t{4}}, {"group_size", std::int64_t{128}}, {"eps", 1e-10}},
        {bf16({6, 256}), typed(DType::int32, {6, 3}), typed(DType::int32, {16})}},
+      // the masked layout: balanced (every expert max_m = 3 rows), and distinct ids with a map
+      {"MoEPrePermuteQuantFP8MaskedFwdOp",
+       {{"num_experts", std::int64_t{4}},
+        {"max_m", std::int64_t{3}},
+        {"group_size", std::int64_t{128}},
+        {"eps", 1e-10}},
+       {bf16({6, 256}), typed(DType::int32, {6, 2}), absent}},
+      {"MoEPrePermuteQuantFP8MaskedFwdOp",
+       {{"num_experts", std::int64_t{4}},
+        {"max_m", std::int64_t{6}},
+        {"group_size", std::int64_t{128}},
+        {"eps", 1e-10}},
+       {bf16({6, 256}), typed(DType::int32, {6, 3}), typed(DType::int32, {16})}},
+      {"MoEExpertMLPFP8MaskedFwdOp",
+       {{"activation", std::string("silu_and_mul")}},
+       {fp8({4, 3, 128}), typed(DType::float32, {4, 3, 1}), typed(DType::int32, {4}),
+        fp8({4, 256, 128}), fp8({4, 128, 128}), typed(DType::float32, {4, 2, 1}),
+        typed(DType::float32, {4, 1, 1})}},
       {"FusedMoEExpertsFwdOp",
        {{"activation", std::string("silu_and_mul")}},
        {bf16({5, 128}), typed(DType::float32, {5, 2}), typed(DType::int32, {5, 2}),

@@ -143,6 +143,50 @@ class MoEPrePermuteQuantInterface {
                        double eps) = 0;
 };
 
+/// The quantizing pre-permute into the masked layout: the pairs as MoEPrePermuteQuantCall's, the
+/// rows of local expert e at rows [e * max_m, (e + 1) * max_m) of the output.
+struct MoEPrePermuteQuantMaskedCall : CallSpec {
+  std::int64_t tokens = 0;
+  std::int64_t hidden = 0;
+  std::int64_t top_k = 0;
+  std::int64_t num_experts = 0;
+  std::int64_t max_m = 0;
+  std::int64_t group_size = 128;
+  DType dtype = DType::bfloat16;
+  bool has_map = false;
+  friend bool operator==(const MoEPrePermuteQuantMaskedCall&,
+                         const MoEPrePermuteQuantMaskedCall&) = default;
+  std::size_t hash() const {
+    return hash_fields(device, tokens, hidden, top_k, num_experts, max_m, group_size, dtype,
+                       has_map);
+  }
+  std::string str() const {
+    return spec_text("MoEPrePermuteQuantMaskedCall", device,
+                     {{"tokens", spec_field(tokens)},
+                      {"hidden", spec_field(hidden)},
+                      {"top_k", spec_field(top_k)},
+                      {"num_experts", spec_field(num_experts)},
+                      {"max_m", spec_field(max_m)},
+                      {"group_size", spec_field(group_size)},
+                      {"dtype", spec_field(dtype_name(dtype))},
+                      {"map", spec_field(has_map)}});
+  }
+};
+
+/// x [tokens, hidden]; ids [tokens, top_k]; map [G] int32 or nullptr; a [num_experts, max_m,
+/// hidden] float8_e4m3fn; a_scales [num_experts, max_m, hidden / group_size] float32; counts
+/// [num_experts] int32; inverse [tokens, top_k] (manifest/moe.yaml,
+/// MoEPrePermuteQuantFP8MaskedFwdOp, defines the values; rows past the counts are not written).
+class MoEPrePermuteQuantMaskedInterface {
+ public:
+  static constexpr std::string_view name = "moe_pre_permute_quant_fp8_masked";
+  using Request = MoEPrePermuteQuantMaskedCall;
+  virtual ~MoEPrePermuteQuantMaskedInterface() = default;
+  virtual void forward(const Tensor& x, const Tensor& ids, const Tensor* map, const Tensor& a,
+                       const Tensor& a_scales, const Tensor& counts, const Tensor& inverse,
+                       double eps) = 0;
+};
+
 /// expert_out [rows, hidden]; weights [tokens, top_k] float32; inverse [tokens, top_k]; y
 /// [tokens, hidden].
 class MoEPostPermuteInterface {

@@ -67,6 +67,24 @@ class MoEPrePermuteQuantFP8FwdOp final
                const Tensor& expert_offsets, const Tensor& inverse);
 };
 
+/// (a, a_scales, counts, inverse) = op(x, topk_ids, expert_map): the quantizing pre-permute's
+/// rows, bit for bit, in the masked layout [num_experts, max_m, H] (rows past the counts are not
+/// written); inverse points into that layout viewed [num_experts * max_m, H].
+class MoEPrePermuteQuantFP8MaskedFwdOp final
+    : public gen::MoEPrePermuteQuantFP8MaskedFwdOpBase<MoEPrePermuteQuantFP8MaskedFwdOp> {
+ public:
+  using MoEPrePermuteQuantFP8MaskedFwdOpBase::MoEPrePermuteQuantFP8MaskedFwdOpBase;
+  static std::vector<InterfaceInfo> interfaces();
+  static std::vector<ImplementationInfo> kernel_types();
+  /// Ids that give every (global) expert exactly max_m rows where M * K = G * max_m (so the
+  /// whole output is written and checked), else distinct ids per token as the contiguous op's.
+  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
+                                             Device device);
+  void forward(const SignatureCall& call, const Tensor& x, const Tensor& topk_ids,
+               const Tensor& expert_map, const Tensor& a, const Tensor& a_scales,
+               const Tensor& counts, const Tensor& inverse);
+};
+
 /// c = op(a, expert_offsets, b): each expert's rows times its weight, transposed.
 class MoEGroupedGemmFwdOp final : public gen::MoEGroupedGemmFwdOpBase<MoEGroupedGemmFwdOp> {
  public:
@@ -168,10 +186,34 @@ class MoEExpertMLPFP8FwdOp final : public gen::MoEExpertMLPFP8FwdOpBase<MoEExper
   MoEGroupedGemmFP8FwdOp* down_ = nullptr;
 };
 
+/// The FP8 experts' MLP on the masked layout: stages gate_up (masked FP8 grouped GEMM fusing the
+/// activation), quantize_h (on h viewed [E * max_m, F]) and down, all settled at construction.
+class MoEExpertMLPFP8MaskedFwdOp final
+    : public gen::MoEExpertMLPFP8MaskedFwdOpBase<MoEExpertMLPFP8MaskedFwdOp> {
+ public:
+  explicit MoEExpertMLPFP8MaskedFwdOp(Params params, Target target = {});
+  static std::vector<DelegateType> delegate_types();
+  /// Two rows per expert (64 tokens of top-8 over 256 experts), at most max_m; weights as
+  /// MoEExpertMLPFP8FwdOp's.
+  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
+                                             Device device);
+  std::string roof_key() const override;
+  void forward(const SignatureCall& call, const Tensor& x, const Tensor& x_scales,
+               const Tensor& counts, const Tensor& w13, const Tensor& w2, const Tensor& w13_scales,
+               const Tensor& w2_scales, const Tensor& y);
+
+ private:
+  MoEGroupedGemmFP8MaskedFwdOp* gate_up_ = nullptr;
+  PerTokenGroupQuantFP8FwdOp* quantize_h_ = nullptr;
+  MoEGroupedGemmFP8MaskedFwdOp* down_ = nullptr;
+};
+
 /// The routed experts for given ids and weights: stages pre_permute or, with FP8 weights,
 /// pre_permute_quant (one sub-op per expert count seen at call time), mlp (weights of x's dtype;
 /// settled at construction) or mlp_fp8 (float8_e4m3fn weights with block scales, on the rows
-/// pre_permute_quant quantized; held at the first such call), and post_permute.
+/// pre_permute_quant quantized; held at the first such call), and post_permute. With FP8 weights
+/// and masked_max_rows > 0, calls of at most that many rows per expert on average take
+/// pre_permute_quant_masked (one sub-op per expert and token count) and mlp_fp8_masked instead.
 class FusedMoEExpertsFwdOp final : public gen::FusedMoEExpertsFwdOpBase<FusedMoEExpertsFwdOp> {
  public:
   explicit FusedMoEExpertsFwdOp(Params params, Target target = {});

@@ -133,6 +133,14 @@ struct PrePermuteArgs {
   float* permuted_scales = nullptr;  ///< [T*K, H / quant_group_size] with permuted_q
   int64_t quant_group_size = 128;
   double quant_eps = 1e-10;
+  /// > 0 (with permuted_q): the masked layout of MoEPrePermuteQuantFP8MaskedFwdOp. The ranking
+  /// writes masked_counts[e] = the kept pairs of local expert e (never clamped) and inverse =
+  /// e * masked_max_m + (rank - offsets[e]), or -1 for a rank at or past masked_max_m; the
+  /// gather writes rows of permuted_q [E * masked_max_m, H] only through inverse (no zero rows).
+  /// expert_offsets is then a scratch of E + 1 (the contiguous offsets). Needs E * masked_max_m
+  /// < 2^31.
+  int64_t masked_max_m = 0;
+  int32_t* masked_counts = nullptr;  ///< [E] with masked_max_m
 };
 void launch_moe_pre_permute(const PrePermuteArgs& args, void* stream);
 

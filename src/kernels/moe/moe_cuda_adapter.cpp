@@ -91,6 +91,30 @@ void MoEPrePermuteQuantCuda::forward(const Tensor& x, const Tensor& ids, const T
   ck::launch_moe_pre_permute(args, cuda_current_stream(call_.device.index));
 }
 
+std::optional<std::string> MoEPrePermuteQuantMaskedCuda::refusal(
+    const MoEPrePermuteQuantMaskedCall& call) {
+  return ck::moe_gather_quant_fp8_refusal(call.dtype, call.group_size);
+}
+
+void MoEPrePermuteQuantMaskedCuda::forward(const Tensor& x, const Tensor& ids, const Tensor* map,
+                                           const Tensor& a, const Tensor& a_scales,
+                                           const Tensor& counts, const Tensor& inverse,
+                                           double eps) {
+  const bool aligned = reinterpret_cast<std::uintptr_t>(x.data_ptr()) % 16 == 0;
+  const Tensor source = aligned ? x : Tensor::empty(x.sizes(), x.dtype(), x.device());
+  if (!aligned) source.copy_(x);
+  // The contiguous offsets are the ranking's scratch (from the stream-ordered pool: capturable).
+  const Tensor offsets = Tensor::empty({call_.num_experts + 1}, DType::int32, call_.device);
+  ck::PrePermuteArgs args = pre_permute_args(call_, source, ids, map, offsets, inverse);
+  args.permuted_q = a.data_ptr();
+  args.permuted_scales = a_scales.data<float>();
+  args.quant_group_size = call_.group_size;
+  args.quant_eps = eps;
+  args.masked_max_m = call_.max_m;
+  args.masked_counts = counts.data<std::int32_t>();
+  ck::launch_moe_pre_permute(args, cuda_current_stream(call_.device.index));
+}
+
 void MoEPrePermuteQuantUnfusedCuda::forward(const Tensor& x, const Tensor& ids, const Tensor* map,
                                             const Tensor& q, const Tensor& scales,
                                             const Tensor& offsets, const Tensor& inverse,

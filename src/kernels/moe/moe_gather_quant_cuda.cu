@@ -2,8 +2,9 @@
 // PrePermuteArgs::permuted_q, states the values): the quantization kernel's vector layout
 // (token_group_quant_cuda.cu) over the groups of the T*K output rows, each group reading its
 // token's row through inverse. Group item i is output group i % (H / group_size) of pair
-// i / (H / group_size): a kept pair writes row inverse[pair]; a pair at or past offsets[E] also
-// writes its own row as the quantized zero row (as the copy kernel zero-fills it).
+// i / (H / group_size): a kept pair writes row inverse[pair]; in the contiguous layout a pair at
+// or past offsets[E] also writes its own row as the quantized zero row (as the copy kernel
+// zero-fills it). The masked layout writes only through inverse.
 #include "kernels/moe/moe_gather_quant.h"
 
 #include <cuda_bf16.h>
@@ -38,6 +39,7 @@ struct GatherQuantParams {
   int64_t groups_per_row;
   int E;
   int lanes_log2;
+  bool zero_tail;  // the contiguous layout: rows past offsets[E] are the quantized zero row
   EpsTerms eps;
 };
 
@@ -94,8 +96,8 @@ __global__ void __launch_bounds__(kThreads) moe_gather_quant_kernel(const Gather
       store(dst, j, words);
     }
   }
-  if (pair >= __ldg(p.offsets + p.E)) {   // a row past the kept ones: the quantized zero row
-    const float scale = p.eps.eps_scale;  // the scale of amax 0
+  if (p.zero_tail && pair >= __ldg(p.offsets + p.E)) {  // past the kept rows: the zero row
+    const float scale = p.eps.eps_scale;                // the scale of amax 0
     if (lane == 0) p.scales[pair * p.groups_per_row + g] = scale;
     const uint32_t code = fp8_quant::quantize_exact(0.0f, scale);
     uint32_t words[kV / 4];
@@ -180,6 +182,7 @@ void launch_moe_gather_quant_fp8(const PrePermuteArgs& a, void* stream) {
   p.hidden = a.hidden;
   p.E = static_cast<int>(a.num_experts);
   p.lanes_log2 = lanes_log2;
+  p.zero_tail = a.masked_max_m == 0;  // the masked layout leaves rows past the counts unwritten
   p.eps = fp8_quant::eps_terms(a.quant_eps);
   if (p.items == 0) return;
   const auto st = static_cast<cudaStream_t>(stream);

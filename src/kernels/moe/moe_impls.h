@@ -56,12 +56,32 @@ class MoEPrePermuteQuantCpu final : public Kernel, public MoEPrePermuteQuantInte
   static std::vector<Device::Type> devices() { return {Device::Type::cpu}; }
   static constexpr bool general = true;
   explicit MoEPrePermuteQuantCpu(const MoEPrePermuteQuantCall& call) : call_(call) {}
+  /// For another op built on this kernel: its errors name `op_name`.
+  MoEPrePermuteQuantCpu(const MoEPrePermuteQuantCall& call, std::string_view op_name)
+      : call_(call), op_name_(op_name) {}
   void forward(const Tensor& x, const Tensor& ids, const Tensor* map, const Tensor& q,
                const Tensor& scales, const Tensor& offsets, const Tensor& inverse,
                double eps) override;
 
  private:
   MoEPrePermuteQuantCall call_;
+  std::string_view op_name_ = "MoEPrePermuteQuantFP8FwdOp";
+};
+
+/// The contiguous CPU kernel above into scratches, then each expert's rows moved to its block
+/// (moe_pre_permute_quant_cpu.cpp): the same rows bit for bit; a count above max_m raises.
+class MoEPrePermuteQuantMaskedCpu final : public Kernel, public MoEPrePermuteQuantMaskedInterface {
+ public:
+  using Interface = MoEPrePermuteQuantMaskedInterface;
+  static std::vector<Device::Type> devices() { return {Device::Type::cpu}; }
+  static constexpr bool general = true;
+  explicit MoEPrePermuteQuantMaskedCpu(const MoEPrePermuteQuantMaskedCall& call) : call_(call) {}
+  void forward(const Tensor& x, const Tensor& ids, const Tensor* map, const Tensor& a,
+               const Tensor& a_scales, const Tensor& counts, const Tensor& inverse,
+               double eps) override;
+
+ private:
+  MoEPrePermuteQuantMaskedCall call_;
 };
 
 class MoEPostPermuteCpu final : public Kernel, public MoEPostPermuteInterface {
@@ -152,6 +172,24 @@ class MoEPrePermuteQuantUnfusedCuda final : public Kernel, public MoEPrePermuteQ
 
  private:
   MoEPrePermuteQuantCall call_;
+};
+
+/// The ranking kernel writing the masked layout's counts and inverse, then the fused kernel's
+/// quantizing gather into the experts' blocks (launch_moe_pre_permute with masked_max_m). Refuses
+/// what the fused kernel refuses; no unfused fallback (those group sizes run on the CPU).
+class MoEPrePermuteQuantMaskedCuda final : public Kernel, public MoEPrePermuteQuantMaskedInterface {
+ public:
+  using Interface = MoEPrePermuteQuantMaskedInterface;
+  static std::vector<Device::Type> devices() { return {Device::Type::cuda}; }
+  static std::optional<std::vector<int>> supported_archs() { return std::vector<int>{90}; }
+  static std::optional<std::string> refusal(const MoEPrePermuteQuantMaskedCall& call);
+  explicit MoEPrePermuteQuantMaskedCuda(const MoEPrePermuteQuantMaskedCall& call) : call_(call) {}
+  void forward(const Tensor& x, const Tensor& ids, const Tensor* map, const Tensor& a,
+               const Tensor& a_scales, const Tensor& counts, const Tensor& inverse,
+               double eps) override;
+
+ private:
+  MoEPrePermuteQuantMaskedCall call_;
 };
 
 class MoEPostPermuteCuda final : public Kernel, public MoEPostPermuteInterface {

@@ -9,7 +9,9 @@
 //    a block scan over the experts gives offsets (written to expert_offsets), and each counter
 //    gets its expert's offset. Pass 2 walks the segment again in order: the rank of a pair is its
 //    counter plus the lanes below it in its group; the group's highest lane advances the counter.
-//    Ranks are therefore ordered by (expert, pair index): stable and deterministic.
+//    Ranks are therefore ordered by (expert, pair index): stable and deterministic. The masked
+//    layout (masked_max_m > 0) also writes each expert's count and turns a rank into its row of
+//    the expert's block (the offsets, written before the last __syncthreads, are read back).
 // 2. gather (a warp per pair): a kept pair copies its token's row to permuted[inverse] with the
 //    widest vector (16, 8, 4 or 2 bytes) the pointers, the stride and the row length allow; pair
 //    p >= offsets[E] also zero-fills row p (rows offsets[E] .. T*K-1). With fused FP8
@@ -58,6 +60,8 @@ struct RankParams {
   int64_t pairs;
   int64_t segment;  // pairs per warp (a multiple of 32)
   int E;
+  int max_m;        // > 0: the masked layout (inverse = e * max_m + rank within e, or -1)
+  int32_t* counts;  // [E] with max_m
 };
 
 __device__ __forceinline__ int local_expert(const RankParams& p, int64_t i) {
@@ -147,6 +151,7 @@ __global__ void __launch_bounds__(kRankMaxWarps * 32) moe_rank_kernel(const Rank
     if (e < E) {
       const int off = carry + excl;
       p.offsets[e] = off;
+      if (p.max_m > 0) p.counts[e] = count;  // the true count, never clamped
       for (int w = 0; w < warps; ++w) counters[static_cast<int64_t>(w) * E + e] += off;
     }
     carry += chunk_total;
@@ -171,6 +176,10 @@ __global__ void __launch_bounds__(kRankMaxWarps * 32) moe_rank_kernel(const Rank
       __syncwarp();
       if (e[u] >= 0 && lane == 31 - __clz(static_cast<int>(peers))) mine[e[u]] += __popc(peers);
       __syncwarp();
+      if (p.max_m > 0 && rank >= 0) {  // offsets were written before the __syncthreads above
+        const int local = rank - p.offsets[e[u]];
+        rank = local < p.max_m ? e[u] * p.max_m + local : -1;
+      }
       if (i < end) p.inverse[i] = rank;
     }
   }
@@ -359,6 +368,14 @@ void launch_moe_pre_permute(const PrePermuteArgs& a, void* stream) {
   if (pairs > 0 && a.hidden > 0 && (a.x == nullptr || (a.permuted == nullptr && !quantize)))
     throw SignatureError("moe_pre_permute (CUDA): x and permuted must not be null");
   if (quantize) check_moe_gather_quant_fp8(a);
+  if (a.masked_max_m < 0) throw SignatureError("moe_pre_permute (CUDA): negative masked_max_m");
+  if (a.masked_max_m > 0) {
+    if (!quantize || a.masked_counts == nullptr)
+      throw SignatureError(
+          "moe_pre_permute (CUDA): the masked layout needs permuted_q and masked_counts");
+    if (a.num_experts * a.masked_max_m > INT_MAX)
+      throw SignatureError("moe_pre_permute (CUDA): num_experts * masked_max_m must be below 2^31");
+  }
   if (a.tokens > 1 && a.x_row_stride < a.hidden)
     throw SignatureError("moe_pre_permute (CUDA): x_row_stride is smaller than hidden");
   if (a.expert_map != nullptr && a.map_size == 0)
@@ -403,6 +420,8 @@ void launch_moe_pre_permute(const PrePermuteArgs& a, void* stream) {
   r.pairs = pairs;
   r.segment = ((pairs + warps - 1) / warps + 31) / 32 * 32;
   r.E = E;
+  r.max_m = static_cast<int>(a.masked_max_m);
+  r.counts = a.masked_counts;
   moe_rank_kernel<<<1, warps * 32, static_cast<size_t>(smem), st>>>(r);
   check_launch(op);
 

@@ -1,9 +1,11 @@
 // The composite ops of the MoE family: the expert MLP (two grouped GEMMs), its FP8 form
-// (quantize, FP8 grouped GEMM, twice), the fused experts (pre-permute per expert count, quantizing
-// for FP8 weights, the MLP the weights' dtype selects, post-permute) and the fused MoE layer
-// (routing, then the experts between a prepare and a finalize step).
+// (quantize, FP8 grouped GEMM, twice) and its masked FP8 form, the fused experts (pre-permute per
+// expert count, quantizing for FP8 weights, the MLP the weights' dtype selects, the masked decode
+// path by shape, post-permute) and the fused MoE layer (routing, then the experts between a
+// prepare and a finalize step).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <string>
 #include <tuple>
 
@@ -91,6 +93,46 @@ void MoEExpertMLPFP8FwdOp::forward(const SignatureCall&, const Tensor& x,
   (*down_)(hq, hs, expert_offsets, w2, w2_scales, y);
 }
 
+// ---- MoEExpertMLPFP8MaskedFwdOp ------------------------------------------------------------
+
+MoEExpertMLPFP8MaskedFwdOp::MoEExpertMLPFP8MaskedFwdOp(Params params, Target target)
+    : MoEExpertMLPFP8MaskedFwdOpBase(std::move(params), std::move(target)) {
+  gate_up_ = &delegate_for<MoEGroupedGemmFP8MaskedFwdOp>(
+      "gate_up", std::nullopt, nullptr,
+      {.activation = this->params().activation, .block_n = kFP8Block, .block_k = kFP8Block});
+  quantize_h_ = &delegate_for<PerTokenGroupQuantFP8FwdOp>("quantize_h", std::nullopt, nullptr,
+                                                          {.group_size = kFP8Block});
+  down_ = &delegate_for<MoEGroupedGemmFP8MaskedFwdOp>(
+      "down", std::nullopt, nullptr,
+      {.activation = "none", .block_n = kFP8Block, .block_k = kFP8Block});
+}
+
+std::vector<DelegateType> MoEExpertMLPFP8MaskedFwdOp::delegate_types() {
+  return {{"gate_up", "MoEGroupedGemmFP8MaskedFwdOp"},
+          {"quantize_h", "PerTokenGroupQuantFP8FwdOp"},
+          {"down", "MoEGroupedGemmFP8MaskedFwdOp"}};
+}
+
+std::string MoEExpertMLPFP8MaskedFwdOp::roof_key() const {
+  return "tensor_core.fp8";
+}
+
+void MoEExpertMLPFP8MaskedFwdOp::forward(const SignatureCall&, const Tensor& x,
+                                         const Tensor& x_scales, const Tensor& counts,
+                                         const Tensor& w13, const Tensor& w2,
+                                         const Tensor& w13_scales, const Tensor& w2_scales,
+                                         const Tensor& y) {
+  const std::int64_t experts = x.size(0);
+  const std::int64_t max_m = x.size(1);
+  const Tensor h = (*gate_up_)(x, x_scales, counts, w13, w13_scales);  // [E, max_m, F]
+  const std::int64_t f = h.size(2);
+  // The quantization reads every row of h, the zeros past the counts included (a masked
+  // quantization would skip them; docs/design/moe.md says what that costs).
+  const auto [hq, hs] = (*quantize_h_)(h.reshape({experts * max_m, f}));
+  (*down_)(hq.reshape({experts, max_m, f}), hs.reshape({experts, max_m, hs.size(1)}), counts, w2,
+           w2_scales, y);
+}
+
 // ---- FusedMoEExpertsFwdOp ------------------------------------------------------------------
 
 FusedMoEExpertsFwdOp::FusedMoEExpertsFwdOp(Params params, Target target)
@@ -103,8 +145,10 @@ FusedMoEExpertsFwdOp::FusedMoEExpertsFwdOp(Params params, Target target)
 std::vector<DelegateType> FusedMoEExpertsFwdOp::delegate_types() {
   return {{"pre_permute", "MoEPrePermuteFwdOp"},
           {"pre_permute_quant", "MoEPrePermuteQuantFP8FwdOp"},
+          {"pre_permute_quant_masked", "MoEPrePermuteQuantFP8MaskedFwdOp"},
           {"mlp", "MoEExpertMLPFwdOp"},
           {"mlp_fp8", "MoEExpertMLPFP8FwdOp"},
+          {"mlp_fp8_masked", "MoEExpertMLPFP8MaskedFwdOp"},
           {"post_permute", "MoEPostPermuteFwdOp"}};
 }
 
@@ -123,6 +167,23 @@ void FusedMoEExpertsFwdOp::forward(const SignatureCall&, const Tensor& x,
   // The weights' dtype selects the MLP (the signature tied the scales to it); the FP8 path's
   // sub-ops are held at the first FP8 call, so a bf16 model never holds them. FP8 rows are
   // quantized as they are gathered: the bfloat16 copy of the M*K rows is never written.
+  const std::int64_t pairs = x.size(0) * topk_ids.size(1);
+  const std::int64_t masked_rows = params().masked_max_rows;
+  if (w13.dtype() == DType::float8_e4m3fn && masked_rows > 0 && pairs <= masked_rows * experts) {
+    // The masked decode path, chosen by shape only (a CUDA graph replays one route). max_m = M:
+    // ids distinct per token give no expert more than M rows, so the layout cannot overflow.
+    const std::int64_t max_m = std::max<std::int64_t>(1, x.size(0));
+    auto& pre_permute_masked = delegate_for<MoEPrePermuteQuantFP8MaskedFwdOp>(
+        "pre_permute_quant_masked", fmt::format("E={},max_m={}", experts, max_m), nullptr,
+        {.num_experts = experts, .max_m = max_m, .group_size = kFP8Block});
+    const auto [a, a_scales, counts, inverse] = pre_permute_masked(x, topk_ids, expert_map);
+    auto& mlp_masked = delegate_for<MoEExpertMLPFP8MaskedFwdOp>(
+        "mlp_fp8_masked", std::nullopt, nullptr, {.activation = params().activation});
+    const Tensor h = mlp_masked(a, a_scales, counts, w13, w2, w13_scales, w2_scales);
+    // inverse points into the layout viewed as rows; rows past the counts are never read.
+    (*post_permute_)(h.reshape({experts * max_m, h.size(2)}), topk_weights, inverse, y);
+    return;
+  }
   if (w13.dtype() == DType::float8_e4m3fn) {
     auto& pre_permute_quant = delegate_for<MoEPrePermuteQuantFP8FwdOp>(
         "pre_permute_quant", identity, nullptr, {.num_experts = experts, .group_size = kFP8Block});
@@ -169,6 +230,14 @@ FusedMoEFwdOp::Params FusedMoEFwdOp::settle(Params params, const FusedMoEExperts
           *params.activation, decided));
     }
     params.activation = decided;
+    const std::int64_t rows = experts->params().masked_max_rows;
+    if (params.masked_max_rows != 0 && params.masked_max_rows != rows) {
+      throw UsageError(fmt::format(
+          "FusedMoEFwdOp: masked_max_rows {} disagrees with the injected experts' masked_max_rows "
+          "{}",
+          params.masked_max_rows, rows));
+    }
+    params.masked_max_rows = rows;
   } else if (!params.activation) {
     params.activation = "silu_and_mul";
   }
@@ -190,8 +259,9 @@ FusedMoEFwdOp::FusedMoEFwdOp(Params params, Target target,
                                                  .routed_scaling_factor = p.routed_scaling_factor,
                                                  .n_group = p.n_group,
                                                  .topk_group = p.topk_group});
-  experts_ = &delegate_for<FusedMoEExpertsFwdOp>("experts", std::nullopt, std::move(experts),
-                                                 {.activation = *p.activation});
+  experts_ = &delegate_for<FusedMoEExpertsFwdOp>(
+      "experts", std::nullopt, std::move(experts),
+      {.activation = *p.activation, .masked_max_rows = p.masked_max_rows});
 }
 
 std::vector<DelegateType> FusedMoEFwdOp::delegate_types() {
@@ -234,6 +304,7 @@ void FusedMoEFwdOp::forward(const SignatureCall&, const Tensor& x, const Tensor&
 
 TILEOPS_REGISTER_OP(MoEExpertMLPFwdOp)
 TILEOPS_REGISTER_OP(MoEExpertMLPFP8FwdOp)
+TILEOPS_REGISTER_OP(MoEExpertMLPFP8MaskedFwdOp)
 TILEOPS_REGISTER_OP(FusedMoEExpertsFwdOp)
 TILEOPS_REGISTER_OP(FusedMoEFwdOp)
 

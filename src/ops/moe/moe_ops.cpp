@@ -127,6 +127,42 @@ void MoEPrePermuteQuantFP8FwdOp::forward(const SignatureCall& call, const Tensor
                  permuted_scales, expert_offsets, inverse, params().eps);
 }
 
+// ---- MoEPrePermuteQuantFP8MaskedFwdOp ------------------------------------------------------
+
+std::vector<InterfaceInfo> MoEPrePermuteQuantFP8MaskedFwdOp::interfaces() {
+  return {interface<MoEPrePermuteQuantMaskedInterface>()};
+}
+std::vector<ImplementationInfo> MoEPrePermuteQuantFP8MaskedFwdOp::kernel_types() {
+  std::vector<ImplementationInfo> table;
+  table.push_back(implementation<MoEPrePermuteQuantMaskedCpu>(
+      "moe_pre_permute_quant_fp8_masked_cpu", "MoEPrePermuteQuantMaskedCpu"));
+#if TILEOPS_WITH_CUDA
+  table.push_back(implementation<MoEPrePermuteQuantMaskedCuda>(
+      "moe_pre_permute_quant_fp8_masked_cuda", "MoEPrePermuteQuantMaskedCuda"));
+#endif
+  return table;
+}
+
+void MoEPrePermuteQuantFP8MaskedFwdOp::forward(const SignatureCall& call, const Tensor& x,
+                                               const Tensor& topk_ids, const Tensor& expert_map,
+                                               const Tensor& a, const Tensor& a_scales,
+                                               const Tensor& counts, const Tensor& inverse) {
+  MoEPrePermuteQuantMaskedCall spec;
+  spec.device = call.device;
+  spec.tokens = x.size(0);
+  spec.hidden = x.size(1);
+  spec.top_k = topk_ids.size(1);
+  spec.num_experts = params().num_experts;
+  spec.max_m = params().max_m;
+  spec.group_size = params().group_size;
+  spec.dtype = x.dtype();
+  spec.has_map = expert_map.defined();
+  auto& kernel = kernel_for<MoEPrePermuteQuantMaskedInterface>(spec);
+  const Tensor map = spec.has_map ? expert_map.contiguous() : Tensor();
+  kernel.forward(x.contiguous(), topk_ids.contiguous(), spec.has_map ? &map : nullptr, a, a_scales,
+                 counts, inverse, params().eps);
+}
+
 // ---- MoEGroupedGemmFwdOp -------------------------------------------------------------------
 
 std::vector<InterfaceInfo> MoEGroupedGemmFwdOp::interfaces() {
@@ -199,6 +235,7 @@ void MoEPostPermuteFwdOp::forward(const SignatureCall& call, const Tensor& exper
 TILEOPS_REGISTER_OP(MoETopKRoutingFwdOp)
 TILEOPS_REGISTER_OP(MoEPrePermuteFwdOp)
 TILEOPS_REGISTER_OP(MoEPrePermuteQuantFP8FwdOp)
+TILEOPS_REGISTER_OP(MoEPrePermuteQuantFP8MaskedFwdOp)
 TILEOPS_REGISTER_OP(MoEGroupedGemmFwdOp)
 TILEOPS_REGISTER_OP(MoEPostPermuteFwdOp)
 

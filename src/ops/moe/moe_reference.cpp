@@ -250,6 +250,42 @@ std::vector<Tensor> pre_permute_quant_reference(std::span<const Tensor> in, cons
   return {q[0], q[1], permuted[1], permuted[2]};
 }
 
+/// The contiguous op's reference, each expert's rows moved to its block (rows past the counts:
+/// 0, where the op leaves them unwritten), inverse to e * max_m + rank; counts above max_m are
+/// refused as the CPU implementation refuses them.
+std::vector<Tensor> pre_permute_quant_masked_reference(std::span<const Tensor> in,
+                                                       const ParamMap& p) {
+  const std::vector<Tensor> c = pre_permute_quant_reference(in, p);
+  const std::int64_t experts = std::get<std::int64_t>(p.at("num_experts"));
+  const std::int64_t max_m = std::get<std::int64_t>(p.at("max_m"));
+  const std::int64_t hidden = c[0].size(1);
+  const std::int64_t groups = c[1].size(1);
+  const std::vector<std::int64_t> offsets = as_ints(c[2].to_vector());
+  Tensor a = Tensor::zeros({experts, max_m, hidden}, DType::float8_e4m3fn);
+  Tensor a_scales = Tensor::zeros({experts, max_m, groups}, DType::float32);
+  Values counts(static_cast<std::size_t>(experts));
+  for (std::int64_t e = 0; e < experts; ++e) {
+    const std::int64_t count = offsets[e + 1] - offsets[e];
+    if (count > max_m) {
+      throw SignatureError("MoEPrePermuteQuantFP8MaskedFwdOp reference: a count exceeds max_m");
+    }
+    counts[e] = static_cast<double>(count);
+    if (count == 0) continue;
+    std::copy_n(static_cast<const std::uint8_t*>(c[0].data_ptr()) + offsets[e] * hidden,
+                count * hidden, static_cast<std::uint8_t*>(a.data_ptr()) + e * max_m * hidden);
+    std::copy_n(c[1].data<float>() + offsets[e] * groups, count * groups,
+                a_scales.data<float>() + e * max_m * groups);
+  }
+  Values inverse = c[3].to_vector();
+  for (double& r : inverse) {
+    if (r < 0) continue;
+    const auto rank = static_cast<std::int64_t>(r);
+    const auto e = std::upper_bound(offsets.begin(), offsets.end(), rank) - offsets.begin() - 1;
+    r = static_cast<double>(e * max_m + rank - offsets[e]);
+  }
+  return {a, a_scales, tensor_of(counts, {experts}), tensor_of(inverse, c[3].sizes())};
+}
+
 std::vector<Tensor> grouped_gemm_reference(std::span<const Tensor> in, const ParamMap& p) {
   const std::int64_t rows = in[0].size(0);
   const std::int64_t k = in[0].size(1);
@@ -271,6 +307,30 @@ std::vector<Tensor> expert_mlp_fp8_reference(std::span<const Tensor> in, const P
   return {expert_mlp_fp8(in[0], in[1], {in[2], in[3], in[4], in[5]}, text_param(p, "activation"),
                          input_or_none(in, 6))
               .to(DType::float32)};
+}
+
+/// The sub-ops' references in order, as MoEExpertMLPFP8MaskedFwdOp runs them: the masked GEMM
+/// (rows past the counts 0), h rounded to bf16, the quantization of every row, the masked GEMM.
+std::vector<Tensor> expert_mlp_fp8_masked_reference(std::span<const Tensor> in, const ParamMap& p) {
+  constexpr std::int64_t block = 128;  // manifest/moe.yaml: MoEExpertMLPFP8MaskedFwdOp
+  const ParamMap quant{{"group_size", block}, {"eps", gen::PerTokenGroupQuantFP8FwdOpParams{}.eps}};
+  const auto gemm = [&](const std::string& activation) {
+    return ParamMap{{"activation", activation}, {"block_n", block}, {"block_k", block}};
+  };
+  const std::int64_t experts = in[0].size(0);
+  const std::int64_t max_m = in[0].size(1);
+  const Tensor h = reference_of("MoEGroupedGemmFP8MaskedFwdOp", {in[0], in[1], in[2], in[3], in[5]},
+                                gemm(text_param(p, "activation")))[0]
+                       .to(DType::bfloat16);
+  const std::int64_t f = h.size(2);
+  const auto hq =
+      reference_of("PerTokenGroupQuantFP8FwdOp", {h.reshape({experts * max_m, f})}, quant);
+  const Tensor y =
+      reference_of("MoEGroupedGemmFP8MaskedFwdOp",
+                   {hq[0].reshape({experts, max_m, f}),
+                    hq[1].reshape({experts, max_m, hq[1].size(1)}), in[2], in[4], in[6]},
+                   gemm("none"))[0];
+  return {y.to(DType::bfloat16).to(DType::float32)};
 }
 
 std::vector<Tensor> post_permute_reference(std::span<const Tensor> in, const ParamMap& p) {
@@ -312,9 +372,11 @@ std::vector<Tensor> fused_moe_reference(std::span<const Tensor> in, const ParamM
 TILEOPS_REGISTER_REFERENCE(MoETopKRoutingFwdOp, routing_reference)
 TILEOPS_REGISTER_REFERENCE(MoEPrePermuteFwdOp, pre_permute_reference)
 TILEOPS_REGISTER_REFERENCE(MoEPrePermuteQuantFP8FwdOp, pre_permute_quant_reference)
+TILEOPS_REGISTER_REFERENCE(MoEPrePermuteQuantFP8MaskedFwdOp, pre_permute_quant_masked_reference)
 TILEOPS_REGISTER_REFERENCE(MoEGroupedGemmFwdOp, grouped_gemm_reference)
 TILEOPS_REGISTER_REFERENCE(MoEExpertMLPFwdOp, expert_mlp_reference)
 TILEOPS_REGISTER_REFERENCE(MoEExpertMLPFP8FwdOp, expert_mlp_fp8_reference)
+TILEOPS_REGISTER_REFERENCE(MoEExpertMLPFP8MaskedFwdOp, expert_mlp_fp8_masked_reference)
 TILEOPS_REGISTER_REFERENCE(MoEPostPermuteFwdOp, post_permute_reference)
 TILEOPS_REGISTER_REFERENCE(FusedMoEExpertsFwdOp, fused_experts_reference)
 TILEOPS_REGISTER_REFERENCE(FusedMoEFwdOp, fused_moe_reference)

@@ -102,6 +102,26 @@ std::vector<Tensor> MoEPrePermuteQuantFP8FwdOp::workload_inputs(const Instantiat
   return MoEPrePermuteFwdOp::workload_inputs(c, seed, device);
 }
 
+std::vector<Tensor> MoEPrePermuteQuantFP8MaskedFwdOp::workload_inputs(const InstantiatedCase& c,
+                                                                      std::uint64_t seed,
+                                                                      Device device) {
+  std::vector<Tensor> inputs = MoEPrePermuteFwdOp::workload_inputs(c, seed, device);
+  const std::int64_t experts = std::get<std::int64_t>(c.params.at("num_experts"));
+  const std::int64_t max_m = std::get<std::int64_t>(c.params.at("max_m"));
+  const auto& ids = spec(c, 1).shape;
+  const bool mapped = c.inputs.size() > 2 && c.inputs[2].has_value();
+  const std::int64_t global = mapped ? spec(c, 2).shape[0] : experts;
+  if (ids[0] * ids[1] != global * max_m || ids[1] > global) return inputs;
+  // Pair p = t * K + k goes to global expert p mod G: distinct per token (K <= G), and every
+  // expert gets M * K / G = max_m rows, so no row of the layout is left unwritten.
+  Tensor balanced = Tensor::empty({ids[0], ids[1]}, DType::int32);
+  for (std::int64_t p = 0; p < ids[0] * ids[1]; ++p) {
+    balanced.data<std::int32_t>()[p] = static_cast<std::int32_t>(p % global);
+  }
+  inputs[1] = balanced.to(device);
+  return inputs;
+}
+
 std::vector<Tensor> MoEGroupedGemmFwdOp::workload_inputs(const InstantiatedCase& c,
                                                          std::uint64_t seed, Device device) {
   const std::int64_t rows = spec(c, 0).shape[0];
@@ -181,6 +201,22 @@ std::vector<Tensor> MoEExpertMLPFP8FwdOp::workload_inputs(const InstantiatedCase
           fp8_scales(c, 4, 2, seed, device),
           fp8_scales(c, 5, 3, seed, device),
           x_scales};
+}
+
+std::vector<Tensor> MoEExpertMLPFP8MaskedFwdOp::workload_inputs(const InstantiatedCase& c,
+                                                                std::uint64_t seed, Device device) {
+  const auto& x = spec(c, 0).shape;  // [E, max_m, H]
+  Tensor counts = Tensor::empty({x[0]}, DType::int32);
+  for (std::int64_t e = 0; e < x[0]; ++e) {
+    counts.data<std::int32_t>()[e] = static_cast<std::int32_t>(std::min<std::int64_t>(2, x[1]));
+  }
+  return {Tensor::rand(x, DType::float8_e4m3fn, seed, device, -2.0, 2.0),
+          Tensor::rand(spec(c, 1).shape, DType::float32, seed + 1, device, 0.5, 1.0),
+          counts.to(device),
+          weights(c, 3, seed, device),
+          weights(c, 4, seed, device),
+          fp8_scales(c, 5, 3, seed, device),
+          fp8_scales(c, 6, 4, seed, device)};
 }
 
 std::vector<Tensor> FusedMoEExpertsFwdOp::workload_inputs(const InstantiatedCase& c,
