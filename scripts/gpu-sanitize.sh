@@ -42,7 +42,7 @@ shared_memory_tests=(
   'LongRoPEKernels.ShapesDefaultConfig' 'MoEGroupedGemmFP8Kernels.SmallShapesEveryConfig'
   'MoEGroupedGemmFP8Kernels.MaskedCountsEveryConfig' 'MoEGroupedGemmFP8Kernels.NonFiniteAndZeroScales'
   'MoEPrePermuteQuantKernel.MatchesTheCpuCompositionBitForBit' 'TokenGroupQuantKernel.MatchesTheCpuBitForBit'
-  'MoEGroupedTopKRouting.Cases'
+  'MoEGroupedTopKRouting.Cases' 'GpuMoEOps.PrePermuteQuantMaskedMatchesTheCpuImplementationBitForBit'
 )
 
 status=0

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "kernels/cuda_vectors.cuh"
+#include "kernels/fast_divide.h"
 #include "kernels/quant/token_group_quant.cuh"
 #include "tileops/core/error.h"
 
@@ -33,8 +34,11 @@ struct GatherQuantParams {
   float* scales;
   const int32_t* offsets;
   const int32_t* inverse;
-  int64_t items;  // pairs * groups_per_row
-  int64_t top_k;
+  int64_t items;  // pairs * groups_per_row, below 2^32
+  // Item -> (pair, group) and pair -> token by multiply and shift: two 64-bit divisions cost a
+  // thread more instructions than its 16-byte copy and quantization.
+  kernels::FastDivide by_groups;
+  kernels::FastDivide by_top_k;
   int64_t hidden;
   int64_t groups_per_row;
   int E;
@@ -56,8 +60,10 @@ __global__ void __launch_bounds__(kThreads) moe_gather_quant_kernel(const Gather
   int64_t g = 0;
   int32_t dst = -1;
   if (valid) {
-    pair = item / p.groups_per_row;
-    g = item - pair * p.groups_per_row;
+    const auto item32 = static_cast<uint32_t>(item);
+    const uint32_t pair32 = p.by_groups.quotient(item32);
+    pair = pair32;
+    g = p.by_groups.remainder(item32, pair32);
     dst = __ldg(p.inverse + pair);
   }
   const bool kept = dst >= 0;
@@ -65,7 +71,10 @@ __global__ void __launch_bounds__(kThreads) moe_gather_quant_kernel(const Gather
   float amax = 0.0f;
   if (kept) {
     const T* src =
-        reinterpret_cast<const T*>(p.x + (pair / p.top_k) * p.x_stride_bytes) + g * group_size;
+        reinterpret_cast<const T*>(
+            p.x + static_cast<int64_t>(p.by_top_k.quotient(static_cast<uint32_t>(pair))) *
+                      p.x_stride_bytes) +
+        g * group_size;
 #pragma unroll
     for (int j = 0; j < kVecs; ++j) {
       vec::unpack<T, kV>(vec::load_nc<T, kV>(src + (j * lanes + lane) * kV), f[j]);
@@ -178,13 +187,17 @@ void launch_moe_gather_quant_fp8(const PrePermuteArgs& a, void* stream) {
   p.inverse = a.inverse;
   p.groups_per_row = a.hidden / a.quant_group_size;
   p.items = a.tokens * a.top_k * p.groups_per_row;
-  p.top_k = a.top_k;
+  if (p.items > static_cast<int64_t>(UINT32_MAX))
+    throw SignatureError("moe_pre_permute (CUDA): " + std::to_string(p.items) +
+                         " groups to quantize, more than the fused kernel's 2^32 - 1");
   p.hidden = a.hidden;
   p.E = static_cast<int>(a.num_experts);
   p.lanes_log2 = lanes_log2;
   p.zero_tail = a.masked_max_m == 0;  // the masked layout leaves rows past the counts unwritten
   p.eps = fp8_quant::eps_terms(a.quant_eps);
   if (p.items == 0) return;
+  p.by_groups = kernels::FastDivide(static_cast<uint32_t>(p.groups_per_row));
+  p.by_top_k = kernels::FastDivide(static_cast<uint32_t>(a.top_k));
   const auto st = static_cast<cudaStream_t>(stream);
   switch (a.dtype) {
     case DType::float32:
