@@ -106,6 +106,7 @@ TEST(GpuMoEOps, PrePermuteQuantMaskedOverflowKeepsTheTrueCountAndDropsThePairsPa
             0);
 }
 
+#if TILEOPS_WITH_CUDA  // the helpers of the CUDA-graph test
 struct FP8Layer {
   Tensor x, weights, ids, w13, w2, s13, s2;
 };
@@ -132,6 +133,7 @@ std::int64_t equal_elements(const Tensor& a, const Tensor& b) {
   for (std::int64_t i = 0; i < ha.numel(); ++i) same += p[i] == q[i] ? 1 : 0;
   return same;
 }
+#endif
 
 TEST(GpuMoEOps, FusedMoEExpertsMaskedRouteMatchesAndReplaysFromACudaGraph) {
   SKIP_WITHOUT_GPU();
