@@ -47,6 +47,8 @@ DType to_dtype(ScalarType s) {
       return DType::bfloat16;
     case ScalarType::Float8_e4m3fn:
       return DType::float8_e4m3fn;
+    case ScalarType::Float8_e5m2:
+      return DType::float8_e5m2;
     case ScalarType::Char:
       return DType::int8;
     case ScalarType::Short:
@@ -77,6 +79,8 @@ ScalarType to_scalar(DType d) {
       return ScalarType::BFloat16;
     case DType::float8_e4m3fn:
       return ScalarType::Float8_e4m3fn;
+    case DType::float8_e5m2:
+      return ScalarType::Float8_e5m2;
     case DType::int8:
       return ScalarType::Char;
     case DType::int16:

@@ -32,8 +32,9 @@ constexpr std::array<DTypeRow, kNumDTypes> kDTypes = {{
     {"uint8", 8, "int"},
     {"bool", 8, "bool"},
     {"float64", 64, "float"},
+    {"float8_e5m2", 8, "float"},
 }};
-static_assert(static_cast<int>(DType::float64) + 1 == kNumDTypes);
+static_assert(static_cast<int>(DType::float8_e5m2) + 1 == kNumDTypes);
 
 const DTypeRow& row(DType d) {
   const auto i = static_cast<std::size_t>(d);

@@ -101,6 +101,8 @@ double tolerance_for(DType dtype) {
       return 1.6e-2;
     case DType::float8_e4m3fn:
       return 1.25e-1;
+    case DType::float8_e5m2:  // its epsilon, 2^-2, as e4m3's is 2^-3
+      return 2.5e-1;
     case DType::float64:
       return 1e-12;
     default:

@@ -81,6 +81,12 @@ DLDataType to_dl_dtype(DType dtype) {
 #endif
     case DType::float64:
       return make(kDLFloat, 64);
+    case DType::float8_e5m2:
+#if TILEOPS_DLPACK_HAS_FLOAT8
+      return make(kDLFloat8_e5m2, 8);
+#else
+      unsupported_export(dtype);
+#endif
   }
   unsupported_export(dtype);
 }
@@ -122,6 +128,9 @@ DType from_dl_dtype(const DLDataType& t) {
     case kDLFloat8_e4m3fn:
       if (t.bits == 8) return DType::float8_e4m3fn;
       break;
+    case kDLFloat8_e5m2:
+      if (t.bits == 8) return DType::float8_e5m2;
+      break;
 #endif
     default:
       break;
@@ -129,7 +138,7 @@ DType from_dl_dtype(const DLDataType& t) {
   throw SignatureError("from_dlpack: unsupported dtype " + describe_dl_dtype(t) +
                        " (tileops has float64, float32, float16, bfloat16, int8/16/32/64, uint8" +
                        (TILEOPS_DLPACK_HAS_BOOL ? ", bool" : "") +
-                       (TILEOPS_DLPACK_HAS_FLOAT8 ? ", float8_e4m3fn" : "") + ")");
+                       (TILEOPS_DLPACK_HAS_FLOAT8 ? ", float8_e4m3fn, float8_e5m2" : "") + ")");
 }
 
 Device from_dl_device(const DLDevice& d) {

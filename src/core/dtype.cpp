@@ -8,10 +8,10 @@ namespace {
 
 constexpr std::array<std::string_view, kNumDTypes> kDTypeNames = {
     "float32", "float16", "bfloat16", "float8_e4m3fn", "int8",    "int16",
-    "int32",   "int64",   "uint8",    "bool",          "float64",
+    "int32",   "int64",   "uint8",    "bool",          "float64", "float8_e5m2",
 };
 
-static_assert(static_cast<int>(DType::float64) + 1 == kNumDTypes);
+static_assert(static_cast<int>(DType::float8_e5m2) + 1 == kNumDTypes);
 
 }  // namespace
 

@@ -23,7 +23,7 @@ struct TypeTag {
 template <class T>
 inline constexpr bool kIsFloatStorage =
     std::is_same_v<T, double> || std::is_same_v<T, float> || std::is_same_v<T, Half> ||
-    std::is_same_v<T, BFloat16> || std::is_same_v<T, Float8E4M3FN>;
+    std::is_same_v<T, BFloat16> || std::is_same_v<T, Float8E4M3FN> || std::is_same_v<T, Float8E5M2>;
 
 template <class T>
 inline constexpr bool kIsIntStorage = std::is_integral_v<T>;
@@ -43,6 +43,8 @@ TILEOPS_HOST_DEVICE inline float to_f32(S v) noexcept {
     return bfloat16_to_float(v.bits);
   } else if constexpr (std::is_same_v<S, Float8E4M3FN>) {
     return fp8e4m3_to_float(v.bits);
+  } else if constexpr (std::is_same_v<S, Float8E5M2>) {
+    return fp8e5m2_to_float(v.bits);
   } else if constexpr (std::is_same_v<S, BoolByte>) {
     return v.value != 0 ? 1.0f : 0.0f;
   } else {
@@ -58,9 +60,11 @@ TILEOPS_HOST_DEVICE inline D from_f32(float v) noexcept {
     return Half{float_to_half(v)};
   } else if constexpr (std::is_same_v<D, BFloat16>) {
     return BFloat16{float_to_bfloat16(v)};
-  } else {
-    static_assert(std::is_same_v<D, Float8E4M3FN>);
+  } else if constexpr (std::is_same_v<D, Float8E4M3FN>) {
     return Float8E4M3FN{float_to_fp8e4m3(v)};
+  } else {
+    static_assert(std::is_same_v<D, Float8E5M2>);
+    return Float8E5M2{float_to_fp8e5m2(v)};
   }
 }
 
@@ -127,6 +131,8 @@ inline void visit_dtype(DType dtype, F&& f) {
       return f(TypeTag<BoolByte>{});
     case DType::float64:
       return f(TypeTag<double>{});
+    case DType::float8_e5m2:
+      return f(TypeTag<Float8E5M2>{});
   }
 }
 

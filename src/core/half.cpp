@@ -28,4 +28,12 @@ void float_to_fp8e4m3_n(const float* in, std::uint8_t* out, std::size_t n) noexc
   for (std::size_t i = 0; i < n; ++i) out[i] = float_to_fp8e4m3(in[i]);
 }
 
+void fp8e5m2_to_float_n(const std::uint8_t* in, float* out, std::size_t n) noexcept {
+  for (std::size_t i = 0; i < n; ++i) out[i] = fp8e5m2_to_float(in[i]);
+}
+
+void float_to_fp8e5m2_n(const float* in, std::uint8_t* out, std::size_t n) noexcept {
+  for (std::size_t i = 0; i < n; ++i) out[i] = float_to_fp8e5m2(in[i]);
+}
+
 }  // namespace tileops

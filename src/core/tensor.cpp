@@ -57,6 +57,8 @@ const char* element_type_of(DType dtype) {
       return "bool";
     case DType::float64:
       return "double";
+    case DType::float8_e5m2:
+      return "tileops::Float8E5M2";
   }
   return "?";
 }

@@ -282,6 +282,8 @@ void encode_scalar(double value, DType dtype, void* out, const char* what) {
       return store(float_to_bfloat16(static_cast<float>(value)));
     case DType::float8_e4m3fn:
       return store(float_to_fp8e4m3(static_cast<float>(value)));
+    case DType::float8_e5m2:
+      return store(float_to_fp8e5m2(static_cast<float>(value)));
     case DType::int8:
       check_int(-128.0, 128.0);
       return store(static_cast<std::int8_t>(value));

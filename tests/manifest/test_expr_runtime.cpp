@@ -92,6 +92,9 @@ TEST(ExprRuntime, DTypes) {
   EXPECT_EQ(ex::category_of(DType::uint8), "int");
   EXPECT_EQ(ex::category_of(DType::bool_), "bool");
   EXPECT_EQ(ex::bits_of(DType::float8_e4m3fn), 8);
+  EXPECT_EQ(ex::bits_of(DType::float8_e5m2), 8);
+  EXPECT_EQ(ex::category_of(DType::float8_e5m2), "float");
+  EXPECT_EQ(ex::dtype_str(DType::float8_e5m2), "float8_e5m2");
   EXPECT_EQ(ex::bits_of(DType::int64), 64);
   EXPECT_EQ(ex::dtype_str(DType::bool_), "bool");
   EXPECT_EQ(ex::dtype_str(DType::float16), "float16");

@@ -135,5 +135,15 @@ TEST(PerTokenGroupQuantFP8, ShapeRulesAreSignatureErrors) {
   EXPECT_THROW(op(Tensor::zeros({2, 128}, DType::int32)), SignatureError);
 }
 
+// float8_e5m2 is a storage dtype that no op takes yet: the manifest's dtype check refuses it.
+TEST(PerTokenGroupQuantFP8, RefusesAFloat8E5M2Input) {
+  PerTokenGroupQuantFP8FwdOp op(PerTokenGroupQuantFP8FwdOp::Params{});
+  const Tensor x = Tensor::zeros({2, 128}, DType::float8_e5m2);
+  EXPECT_THROW(op(x), SignatureError);
+  EXPECT_THAT(message_of([&] { op(x); }),
+              HasSubstr("PerTokenGroupQuantFP8FwdOp: input 'x' declared dtype T: T must be one "
+                        "of float32, float16, bfloat16, got float8_e5m2"));
+}
+
 }  // namespace
 }  // namespace tileops

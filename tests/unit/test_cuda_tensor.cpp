@@ -47,8 +47,8 @@ TEST(CudaTensor, PropertiesAndStreams) {
 TEST(CudaTensor, AllocateAndRoundTrip) {
   REQUIRE_CUDA();
   for (const DType dtype : {DType::float32, DType::bfloat16, DType::float16, DType::float8_e4m3fn,
-                            DType::int64, DType::uint8}) {
-    // 200 values: exact in every dtype listed (float8_e4m3fn rounds some, identically).
+                            DType::float8_e5m2, DType::int64, DType::uint8}) {
+    // 200 values: exact in every dtype listed (the float8 dtypes round some, identically).
     const Tensor expected =
         Tensor::arange(200, tileops::is_floating(dtype) ? DType::float32 : DType::int64).to(dtype);
     const Tensor dev = expected.to(kGpu);
@@ -137,6 +137,11 @@ TEST(CudaTensor, StridedCopiesOnDevice) {
   const Tensor f8 = dev.transpose(0, 2).to(DType::float8_e4m3fn);
   EXPECT_EQ(f8.to(Device::cpu()).to_vector(),
             host.transpose(0, 2).to(DType::float8_e4m3fn).to_vector());
+  const Tensor e5 = dev.transpose(0, 2).to(DType::float8_e5m2);
+  EXPECT_EQ(e5.to(Device::cpu()).to_vector(),
+            host.transpose(0, 2).to(DType::float8_e5m2).to_vector());
+  EXPECT_EQ(e5.to(DType::float32).to(Device::cpu()).to_vector(),
+            host.transpose(0, 2).to(DType::float8_e5m2).to(DType::float32).to_vector());
   EXPECT_THAT(Tensor::arange(5, DType::int64, kGpu).to(DType::int8).to(Device::cpu()).to_vector(),
               ElementsAre(0, 1, 2, 3, 4));
   EXPECT_THROW((void)dev.to(DType::int32), tileops::SignatureError);

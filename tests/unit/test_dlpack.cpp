@@ -12,6 +12,14 @@
 
 #include <dlpack/dlpack.h>
 
+// As src/core/dlpack.cpp decides: the float8 codes came with DLPack 1.1.
+#if defined(DLPACK_MAJOR_VERSION) && \
+    (DLPACK_MAJOR_VERSION > 1 || (DLPACK_MAJOR_VERSION == 1 && DLPACK_MINOR_VERSION >= 1))
+#define TEST_DLPACK_HAS_FLOAT8 1
+#else
+#define TEST_DLPACK_HAS_FLOAT8 0
+#endif
+
 namespace {
 
 using ::testing::ElementsAre;
@@ -67,6 +75,24 @@ TEST(DLPack, RoundTrip) {
     EXPECT_EQ(back.data_ptr(), t.data_ptr());  // no copy
     EXPECT_THAT(back.to_vector(), ElementsAre(0, 1, 2, 3, 4, 5));
   }
+}
+
+TEST(DLPack, Float8E5M2RoundTrip) {
+#if TEST_DLPACK_HAS_FLOAT8
+  const Tensor t = Tensor::arange(6, DType::float32).view({2, 3}).to(DType::float8_e5m2);
+  DLManagedTensor* m = tileops::to_dlpack(t);
+  EXPECT_EQ(m->dl_tensor.dtype.code, kDLFloat8_e5m2);
+  EXPECT_EQ(m->dl_tensor.dtype.bits, 8);
+  const Tensor back = tileops::from_dlpack(m);
+  EXPECT_EQ(back.dtype(), DType::float8_e5m2);
+  EXPECT_EQ(back.data_ptr(), t.data_ptr());
+  EXPECT_THAT(back.to_vector(), ElementsAre(0, 1, 2, 3, 4, 5));
+#else
+  EXPECT_THAT(
+      error_message<SigErr>([] { tileops::to_dlpack(Tensor::zeros({2}, DType::float8_e5m2)); }),
+      HasSubstr("to_dlpack: dtype float8_e5m2 has no code in the dlpack.h"));
+  GTEST_SKIP() << "the dlpack.h tileops is built with predates kDLFloat8_e5m2 (DLPack 1.1)";
+#endif
 }
 
 TEST(DLPack, RoundTripOfANonContiguousView) {

@@ -22,7 +22,7 @@ TEST(DType, NamesRoundTrip) {
       {DType::int8, "int8"},         {DType::int16, "int16"},
       {DType::int32, "int32"},       {DType::int64, "int64"},
       {DType::uint8, "uint8"},       {DType::bool_, "bool"},
-      {DType::float64, "float64"},
+      {DType::float64, "float64"},   {DType::float8_e5m2, "float8_e5m2"},
   };
   ASSERT_EQ(std::size(expected), static_cast<std::size_t>(tileops::kNumDTypes));
   for (const auto& [dtype, name] : expected) {
@@ -32,7 +32,8 @@ TEST(DType, NamesRoundTrip) {
 }
 
 TEST(DType, UnknownNamesAreRejected) {
-  for (const char* name : {"", "float", "half", "bool_", "Float32", "float32 ", "fp8", "int"}) {
+  for (const char* name : {"", "float", "half", "bool_", "Float32", "float32 ", "fp8", "int",
+                           "float8_e5m2fnuz", "e5m2"}) {
     EXPECT_EQ(tileops::dtype_from_name(name), std::nullopt) << name;
   }
 }
@@ -48,6 +49,8 @@ TEST(DType, CategoriesAndSizes) {
   EXPECT_EQ(tileops::element_size(DType::bfloat16), 2u);
   EXPECT_EQ(tileops::element_size(DType::int64), 8u);
   EXPECT_EQ(tileops::element_size(DType::float8_e4m3fn), 1u);
+  EXPECT_TRUE(tileops::is_floating(DType::float8_e5m2));
+  EXPECT_EQ(tileops::element_size(DType::float8_e5m2), 1u);
   EXPECT_TRUE(tileops::is_floating(DType::float64));
   EXPECT_EQ(tileops::element_size(DType::float64), 8u);
 }

@@ -1,6 +1,6 @@
-// Conversions float32 <-> float16 / bfloat16 / float8_e4m3fn, checked against a reference that
-// decodes with ldexp and rounds in double precision (nearbyint: ties to even), independently
-// of the bit tricks of the implementation.
+// Conversions float32 <-> float16 / bfloat16 / float8_e4m3fn / float8_e5m2, checked against a
+// reference that decodes with ldexp and rounds in double precision (nearbyint: ties to even),
+// independently of the bit tricks of the implementation.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -18,8 +18,10 @@ namespace {
 using tileops::bfloat16_to_float;
 using tileops::float_to_bfloat16;
 using tileops::float_to_fp8e4m3;
+using tileops::float_to_fp8e5m2;
 using tileops::float_to_half;
 using tileops::fp8e4m3_to_float;
+using tileops::fp8e5m2_to_float;
 using tileops::half_to_float;
 
 // A binary floating-point format: `exp_bits` exponent bits, `man_bits` stored mantissa bits.
@@ -39,6 +41,7 @@ struct Format {
 constexpr Format kHalf{5, 10, true};
 constexpr Format kBf16{8, 7, true};
 constexpr Format kFp8{4, 3, false};
+constexpr Format kE5M2{5, 2, true};
 
 // Reference decoding of a bit pattern.
 double decode(const Format& f, std::uint32_t bits) {
@@ -167,6 +170,12 @@ std::uint8_t f8(float x) {
 }
 float f8f(std::uint8_t b) {
   return fp8e4m3_to_float(b);
+}
+std::uint8_t e5(float x) {
+  return float_to_fp8e5m2(x);
+}
+float e5f(std::uint8_t b) {
+  return fp8e5m2_to_float(b);
 }
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -339,6 +348,98 @@ TEST(Float8E4M3, OverflowBecomesNaN) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// float8_e5m2
+
+TEST(Float8E5M2, DecodesAllBitPatterns) {
+  for (std::uint32_t bits = 0; bits < 256; ++bits) {
+    // The value from the format's definition, spelled out here rather than via decode().
+    const bool negative = (bits & 0x80u) != 0;
+    const int e = static_cast<int>((bits >> 2) & 0x1fu);
+    const int m = static_cast<int>(bits & 0x3u);
+    double expected;
+    if (e == 31) {
+      expected = m == 0 ? std::numeric_limits<double>::infinity()
+                        : std::numeric_limits<double>::quiet_NaN();
+    } else if (e == 0) {
+      expected = m * std::ldexp(1.0, -16);  // subnormal: m/4 * 2^(1 - 15)
+    } else {
+      expected = (1.0 + m / 4.0) * std::ldexp(1.0, e - 15);
+    }
+    if (negative) expected = -expected;
+    const float got = fp8e5m2_to_float(static_cast<std::uint8_t>(bits));
+    if (std::isnan(expected)) {
+      EXPECT_TRUE(std::isnan(got)) << std::hex << bits;
+    } else {
+      EXPECT_EQ(static_cast<double>(got), expected) << std::hex << bits;
+      EXPECT_EQ(std::signbit(got), std::signbit(expected)) << std::hex << bits;
+    }
+  }
+  EXPECT_EQ(e5f(0x7b), 57344.0f);
+  EXPECT_EQ(e5f(0x7c), kInf);
+  EXPECT_EQ(e5f(0xfc), -kInf);
+  EXPECT_EQ(e5f(0x04), std::ldexp(1.0f, -14));  // smallest normal
+  EXPECT_EQ(e5f(0x01), std::ldexp(1.0f, -16));  // smallest subnormal
+  EXPECT_EQ(e5f(0x3c), 1.0f);
+}
+
+TEST(Float8E5M2, EncodesEveryValueExactly) {
+  for (std::uint32_t bits = 0; bits < 256; ++bits) {
+    const auto b = static_cast<std::uint8_t>(bits);
+    const std::uint8_t back = float_to_fp8e5m2(fp8e5m2_to_float(b));
+    if ((b & 0x7cu) == 0x7cu && (b & 0x3u) != 0) {  // NaN: torch's NaN bits, sign kept
+      EXPECT_EQ(back, (b & 0x80u) | 0x7fu) << std::hex << bits;
+    } else {
+      EXPECT_EQ(back, b) << std::hex << bits;
+    }
+  }
+}
+
+TEST(Float8E5M2, RoundsTiesToEvenEverywhere) {
+  check_ties(kE5M2, e5, e5f);
+}
+
+TEST(Float8E5M2, RoundsRandomFloats) {
+  check_random(kE5M2, -20.0, 18.0, e5, e5f);
+}
+
+TEST(Float8E5M2, OverflowBecomesInf) {
+  EXPECT_EQ(e5(57344.0f), 0x7b);
+  EXPECT_EQ(e5(std::nextafter(61440.0f, 0.0f)), 0x7b);
+  EXPECT_EQ(e5(61440.0f), 0x7c);  // tie between 57344 and 65536 goes to the even (inf)
+  EXPECT_EQ(e5(-61440.0f), 0xfc);
+  EXPECT_EQ(e5(65536.0f), 0x7c);
+  EXPECT_EQ(e5(1e10f), 0x7c);
+  EXPECT_EQ(e5(std::numeric_limits<float>::max()), 0x7c);
+  EXPECT_EQ(e5(kInf), 0x7c);
+  EXPECT_EQ(e5(-kInf), 0xfc);
+}
+
+TEST(Float8E5M2, SpecialValues) {
+  EXPECT_EQ(e5(0.0f), 0x00);
+  EXPECT_EQ(e5(-0.0f), 0x80);
+  EXPECT_TRUE(std::signbit(e5f(0x80)));
+  EXPECT_EQ(e5f(0x80), 0.0f);
+  EXPECT_EQ(e5(1.0f), 0x3c);
+  EXPECT_EQ(e5(-2.0f), 0xc0);
+  EXPECT_EQ(e5(1.125f), 0x3c);  // tie between 1 and 1.25: even 1
+  EXPECT_EQ(e5(1.375f), 0x3e);  // tie between 1.25 and 1.5: even 1.5
+  EXPECT_EQ(e5(kNaN), 0x7f);
+  EXPECT_EQ(e5(-kNaN), 0xff);
+  EXPECT_EQ(e5(std::bit_cast<float>(0x7f800001u)), 0x7f);  // payload only in the low bits
+  EXPECT_TRUE(std::isnan(e5f(0x7d)));
+  EXPECT_TRUE(std::isnan(e5f(0xfe)));
+  // Subnormals: multiples of 2^-16.
+  EXPECT_EQ(e5(std::ldexp(1.0f, -16)), 0x01);
+  EXPECT_EQ(e5(std::ldexp(1.0f, -17)), 0x00);  // tie: even 0
+  EXPECT_EQ(e5(std::nextafter(std::ldexp(1.0f, -17), 1.0f)), 0x01);
+  EXPECT_EQ(e5(-std::ldexp(1.0f, -17)), 0x80);
+  EXPECT_EQ(e5(std::ldexp(3.0f, -17)), 0x02);  // 1.5 ulp: even 2
+  EXPECT_EQ(e5(std::ldexp(5.0f, -17)), 0x02);  // 2.5 ulp: even 2
+  EXPECT_EQ(e5(std::ldexp(7.0f, -17)), 0x04);  // 3.5 ulp: even 4, the smallest normal
+  EXPECT_EQ(e5(std::numeric_limits<float>::denorm_min()), 0x00);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Storage structs and bulk conversions
 
 TEST(HalfTypes, StructsWrapTheBits) {
@@ -348,6 +449,8 @@ TEST(HalfTypes, StructsWrapTheBits) {
   EXPECT_EQ(tileops::BFloat16{0x4040}.to_float(), 3.0f);
   EXPECT_EQ(tileops::Float8E4M3FN::from_float(1.0f).bits, 0x38);
   EXPECT_EQ(tileops::Float8E4M3FN{0x7e}.to_float(), 448.0f);
+  EXPECT_EQ(tileops::Float8E5M2::from_float(-1.0f).bits, 0xbc);
+  EXPECT_EQ(static_cast<float>(tileops::Float8E5M2{0x7b}), 57344.0f);
 }
 
 TEST(HalfTypes, BulkConversionsMatchScalar) {
@@ -377,6 +480,12 @@ TEST(HalfTypes, BulkConversionsMatchScalar) {
     if (!std::isnan(out[i])) {
       EXPECT_EQ(out[i], fp8e4m3_to_float(h8[i]));
     }
+  }
+  tileops::float_to_fp8e5m2_n(in.data(), h8.data(), n);
+  tileops::fp8e5m2_to_float_n(h8.data(), out.data(), n);
+  for (std::size_t i = 0; i < n; ++i) {
+    EXPECT_EQ(h8[i], float_to_fp8e5m2(in[i]));
+    EXPECT_EQ(out[i], fp8e5m2_to_float(h8[i]));
   }
 }
 

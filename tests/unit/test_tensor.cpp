@@ -30,7 +30,7 @@ using SigErr = tileops::SignatureError;
 constexpr DType kAllDTypes[] = {DType::float32,       DType::float16, DType::bfloat16,
                                 DType::float8_e4m3fn, DType::int8,    DType::int16,
                                 DType::int32,         DType::int64,   DType::uint8,
-                                DType::bool_,         DType::float64};
+                                DType::bool_,         DType::float64, DType::float8_e5m2};
 
 TEST(TensorBasics, Float64KeepsADoubleExactly) {
   // 1 + 2^-40 is not a float: float64 storage, element access and conversions keep it.
@@ -196,6 +196,11 @@ TEST(TensorBasics, TypedDataAccess) {
   const Tensor q = Tensor::zeros({2}, DType::float8_e4m3fn);
   EXPECT_NE(q.data<tileops::Float8E4M3FN>(), nullptr);
   EXPECT_NE(q.data<std::uint8_t>(), nullptr);
+  const Tensor q5 = Tensor::zeros({2}, DType::float8_e5m2);
+  EXPECT_NE(q5.data<tileops::Float8E5M2>(), nullptr);
+  EXPECT_NE(q5.data<std::uint8_t>(), nullptr);
+  EXPECT_THAT(error_message<SigErr>([&] { (void)q5.data<tileops::Float8E4M3FN>(); }),
+              HasSubstr("float8_e5m2"));
   EXPECT_NE(Tensor::zeros({2}, DType::bool_).data<bool>(), nullptr);
   EXPECT_NE(Tensor::zeros({2}, DType::int64).data<int64_t>(), nullptr);
   const std::string m = error_message<SigErr>([&] { (void)b.data<float>(); });

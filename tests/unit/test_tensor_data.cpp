@@ -24,7 +24,7 @@ using SigErr = tileops::SignatureError;
 constexpr DType kAllDTypes[] = {DType::float32,       DType::float16, DType::bfloat16,
                                 DType::float8_e4m3fn, DType::int8,    DType::int16,
                                 DType::int32,         DType::int64,   DType::uint8,
-                                DType::bool_,         DType::float64};
+                                DType::bool_,         DType::float64, DType::float8_e5m2};
 
 TEST(Factories, ZerosFullArange) {
   for (const DType dtype : kAllDTypes) {
@@ -46,6 +46,9 @@ TEST(Factories, FillRoundsFloatsAndChecksIntegers) {
             static_cast<double>(tileops::half_to_float(tileops::float_to_half(0.1f))));
   EXPECT_EQ(Tensor::full({}, 1000.0, DType::float8_e4m3fn).to_vector().size(), 1u);
   EXPECT_TRUE(std::isnan(Tensor::full({}, 1000.0, DType::float8_e4m3fn).item()));
+  EXPECT_EQ(Tensor::full({}, 57344.0, DType::float8_e5m2).item(), 57344.0);
+  EXPECT_EQ(Tensor::full({}, 61440.0, DType::float8_e5m2).item(), INFINITY);  // not saturated
+  EXPECT_EQ(Tensor::full({}, -1e6, DType::float8_e5m2).item(), -INFINITY);
   EXPECT_EQ(Tensor::full({}, 1e6, DType::float16).item(), INFINITY);
   EXPECT_EQ(Tensor::full({}, -128, DType::int8).item(), -128.0);
   EXPECT_EQ(Tensor::full({}, 255, DType::uint8).item(), 255.0);
@@ -221,7 +224,8 @@ TEST(Copy, SameDtypeStridedCopies) {
 
 TEST(Copy, ConversionRules) {
   const Tensor f = Tensor::arange(6, DType::float32).view({2, 3});
-  for (const DType to : {DType::float16, DType::bfloat16, DType::float8_e4m3fn, DType::float32}) {
+  for (const DType to : {DType::float16, DType::bfloat16, DType::float8_e4m3fn, DType::float8_e5m2,
+                         DType::float32}) {
     EXPECT_THAT(f.to(to).to_vector(), ElementsAre(0, 1, 2, 3, 4, 5));
   }
   const Tensor i = Tensor::arange(6, DType::int32);
@@ -248,6 +252,50 @@ TEST(Copy, ConversionRules) {
               HasSubstr("cannot convert bool to int32"));
   EXPECT_THAT(error_message<SigErr>([&] { (void)i.to(DType::bool_); }),
               HasSubstr("cannot convert int32 to bool"));
+}
+
+TEST(Copy, Float8E5M2RoundTripsThroughFloat32) {
+  // Every code as float32 (NaN codes left out), and their negatives, round-trip exactly.
+  std::vector<float> codes;
+  for (int b = 0; b < 256; ++b) {
+    if ((b & 0x7c) == 0x7c && (b & 0x3) != 0) continue;
+    codes.push_back(tileops::fp8e5m2_to_float(static_cast<std::uint8_t>(b)));
+  }
+  const auto n = static_cast<std::int64_t>(codes.size());
+  const Tensor f = Tensor::from_blob(codes.data(), {n}, DType::float32, Device::cpu());
+  const Tensor q = f.to(DType::float8_e5m2);
+  EXPECT_EQ(q.dtype(), DType::float8_e5m2);
+  EXPECT_EQ(q.to(DType::float32).to_vector(), f.to_vector());
+  EXPECT_EQ(q.to(DType::float64).to_vector(), f.to_vector());
+  EXPECT_EQ(q.to(DType::float16).to(DType::float32).to_vector(), f.to_vector());  // a subset
+  // Rounding (ties to even, overflow to inf), through copy_ into a strided destination.
+  const std::vector<double> in = {1.125, 1.375, 9, 11, 57344, 61439, 61440, -1e9, 0x1p-17};
+  Tensor src = Tensor::zeros({static_cast<std::int64_t>(in.size())}, DType::float32);
+  for (std::size_t i = 0; i < in.size(); ++i) src.set_at({static_cast<std::int64_t>(i)}, in[i]);
+  Tensor dst = Tensor::zeros({static_cast<std::int64_t>(in.size()), 2}, DType::float8_e5m2);
+  dst.select(1, 1).copy_(src);
+  EXPECT_THAT(dst.select(1, 1).to_vector(),
+              ElementsAre(1, 1.5, 8, 12, 57344, 57344, INFINITY, -INFINITY, 0));
+  EXPECT_THAT(dst.select(1, 0).to_vector(), ::testing::Each(0.0));
+  // e5m2 -> e4m3fn: 57344 is past e4m3's range (NaN); 0.5 is exact in both.
+  const Tensor e4 = Tensor::full({2}, 57344.0, DType::float8_e5m2).to(DType::float8_e4m3fn);
+  EXPECT_TRUE(std::isnan(e4.item_at({0})));
+  EXPECT_EQ(Tensor::full({}, 0.5, DType::float8_e5m2).to(DType::float8_e4m3fn).item(), 0.5);
+}
+
+TEST(Random, Float8E5M2HoldsRoundedDraws) {
+  // rand/randn draw in double and round once to float32, then to e5m2: each element is the
+  // rounding of the float32 draw of the same seed.
+  const Tensor r32 = Tensor::rand({1000}, DType::float32, 9, Device::cpu(), -3.0, 3.0);
+  const Tensor r8 = Tensor::rand({1000}, DType::float8_e5m2, 9, Device::cpu(), -3.0, 3.0);
+  EXPECT_EQ(r8.to_vector(), r32.to(DType::float8_e5m2).to_vector());
+  const Tensor n32 = Tensor::randn({1000}, DType::float32, 9);
+  const Tensor n8 = Tensor::randn({1000}, DType::float8_e5m2, 9);
+  EXPECT_EQ(n8.to_vector(), n32.to(DType::float8_e5m2).to_vector());
+  for (double v : r8.to_vector()) {
+    ASSERT_GE(v, -3.0);
+    ASSERT_LE(v, 3.0);
+  }
 }
 
 TEST(Copy, SizesMustMatch) {
@@ -331,6 +379,10 @@ TEST(ElementAccess, ToVectorAllDtypesAndStrides) {
   for (const DType dtype : kAllDTypes) {
     if (dtype == DType::bool_) continue;
     const Tensor t = Tensor::arange(12, dtype).view({3, 4});
+    if (dtype == DType::float8_e5m2) {  // steps of 2 in [8, 16): 9 and 11 round to even
+      EXPECT_THAT(t.transpose(0, 1).slice(0, 1, 4, 2).to_vector(), ElementsAre(1, 5, 8, 3, 7, 12));
+      continue;
+    }
     EXPECT_THAT(t.transpose(0, 1).slice(0, 1, 4, 2).to_vector(), ElementsAre(1, 5, 9, 3, 7, 11))
         << tileops::dtype_name(dtype);
   }

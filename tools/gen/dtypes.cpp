@@ -15,6 +15,7 @@ const std::vector<DTypeInfo>& all_dtypes() {
       {"uint8", "uint8", 8, "int"},
       {"bool", "bool_", 8, "bool"},
       {"float64", "float64", 64, "float"},
+      {"float8_e5m2", "float8_e5m2", 8, "float"},
   };
   return table;
 }

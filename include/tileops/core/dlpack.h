@@ -1,9 +1,10 @@
 // DLPack import and export (only when tileops was built with dlpack.h: TILEOPS_WITH_DLPACK).
 //
 // dtype mapping: float32/float16 <-> kDLFloat 32/16, bfloat16 <-> kDLBfloat 16, int8..int64 <->
-// kDLInt, uint8 <-> kDLUInt 8, bool <-> kDLBool 8 and float8_e4m3fn <-> kDLFloat8_e4m3fn where
-// the dlpack.h in use defines them (otherwise SignatureError). Devices: cpu <-> kDLCPU (import
-// also accepts kDLCUDAHost as cpu), cuda:n <-> kDLCUDA n. Vector lanes are not supported.
+// kDLInt, uint8 <-> kDLUInt 8, bool <-> kDLBool 8, float8_e4m3fn <-> kDLFloat8_e4m3fn and
+// float8_e5m2 <-> kDLFloat8_e5m2 where the dlpack.h in use defines them (otherwise
+// SignatureError). Devices: cpu <-> kDLCPU (import also accepts kDLCUDAHost as cpu), cuda:n <->
+// kDLCUDA n. Vector lanes are not supported.
 #pragma once
 
 #include "tileops/core/tensor.h"

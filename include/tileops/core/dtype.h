@@ -9,7 +9,8 @@
 namespace tileops {
 
 /// The element types a tensor may hold. The enumerator names are the manifest's spellings
-/// (`bool_` is spelled `bool`).
+/// (`bool_` is spelled `bool`). New dtypes are appended, so the values of the others stay.
+/// float8_e5m2 is a storage dtype only (tensors, copies, DLPack, torch): no op accepts it yet.
 enum class DType : std::uint8_t {
   float32,
   float16,
@@ -22,10 +23,11 @@ enum class DType : std::uint8_t {
   uint8,
   bool_,
   float64,
+  float8_e5m2,
 };
 
 /// Number of DType enumerators (for tables indexed by dtype).
-inline constexpr int kNumDTypes = 11;
+inline constexpr int kNumDTypes = 12;
 
 /// What kind of values a dtype holds; the manifest's `category(...)` primitive returns this.
 enum class DTypeCategory : std::uint8_t { float_, int_, bool_ };
@@ -50,6 +52,7 @@ constexpr std::size_t element_size(DType dtype) noexcept {
     case DType::float64:
       return 8;
     case DType::float8_e4m3fn:
+    case DType::float8_e5m2:
     case DType::int8:
     case DType::uint8:
     case DType::bool_:
@@ -64,6 +67,7 @@ constexpr DTypeCategory dtype_category(DType dtype) noexcept {
     case DType::float16:
     case DType::bfloat16:
     case DType::float8_e4m3fn:
+    case DType::float8_e5m2:
     case DType::float64:
       return DTypeCategory::float_;
     case DType::bool_:

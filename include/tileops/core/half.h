@@ -1,6 +1,6 @@
 // Conversions between float32 and the narrow floating-point formats tileops stores: IEEE
-// binary16 (float16), bfloat16 and float8_e4m3fn. The scalar conversions are inline (CPU kernels
-// call them in inner loops) and usable in CUDA device code.
+// binary16 (float16), bfloat16, float8_e4m3fn and float8_e5m2. The scalar conversions are inline
+// (CPU kernels call them in inner loops) and usable in CUDA device code.
 //
 // Rounding: every float32 -> narrow conversion rounds to nearest, ties to even (RNE).
 // - float16: subnormals are produced and read exactly; |x| >= 65520 becomes +-inf (IEEE
@@ -9,6 +9,10 @@
 // - float8_e4m3fn (OCP "fn": no infinities, NaN = S.1111.111, max finite 448): subnormals
 //   down to 2^-9. Values whose rounding would exceed 448 (|x| > 464, and inf) become NaN with
 //   the input's sign, as torch does; |x| in (448, 464] rounds to 448. NaN stays NaN.
+// - float8_e5m2 (OCP E5M2, IEEE-like: inf = S.11111.00, NaN = S.11111.xx with xx != 0, max
+//   finite 57344): subnormals down to 2^-16. Not saturating, as torch's cast is not:
+//   |x| >= 61440 (the tie above 57344, which goes to the even inf) and inf become +-inf; NaN
+//   becomes S.11111.11 with the input's sign (torch's bits).
 #pragma once
 
 #include <cstddef>
@@ -149,8 +153,39 @@ TILEOPS_HOST_DEVICE inline std::uint8_t float_to_fp8e4m3(float f) noexcept {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Storage types: one element of a float16 / bfloat16 / float8_e4m3fn tensor. Aggregates over
-// the raw bits (Half{0x3c00} is 1.0), so `Tensor::data<Half>()` is typed.
+// float8_e5m2 (1 sign, 5 exponent bits with bias 15, 2 mantissa bits, IEEE inf and NaN)
+
+// Every e5m2 value is a binary16 value: the code is the high byte of its float16 bits.
+TILEOPS_HOST_DEVICE inline float fp8e5m2_to_float(std::uint8_t v) noexcept {
+  return half_to_float(static_cast<std::uint16_t>(static_cast<std::uint16_t>(v) << 8));
+}
+
+TILEOPS_HOST_DEVICE inline std::uint8_t float_to_fp8e5m2(float f) noexcept {
+  std::uint32_t x = detail::float_bits(f);
+  const std::uint32_t sign = (x >> 24) & 0x80u;
+  x &= 0x7fffffffu;
+  if (x > 0x7f800000u) {  // NaN
+    return static_cast<std::uint8_t>(sign | 0x7fu);
+  }
+  if (x >= 0x47700000u) {  // >= 61440: rounds past 57344 (the tie goes to the even inf); inf
+    return static_cast<std::uint8_t>(sign | 0x7cu);
+  }
+  if (x >= 0x38800000u) {  // normal (>= 2^-14): re-bias exponent (-112), round the low 21 bits
+    x += 0xc80fffffu + ((x >> 21) & 1u);
+    return static_cast<std::uint8_t>(sign | (x >> 21));
+  }
+  if (x <= 0x37000000u) {  // <= 2^-17: rounds to zero (2^-17 is a tie, goes to even 0)
+    return static_cast<std::uint8_t>(sign);
+  }
+  // Subnormal: value = m * 2^(e - 150) = (m >> (134 - e)) * 2^-16.
+  const std::uint32_t e = x >> 23;
+  const std::uint32_t m = (x & 0x7fffffu) | 0x800000u;
+  return static_cast<std::uint8_t>(sign | detail::shift_right_rne(m, 134u - e));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Storage types: one element of a float16 / bfloat16 / float8_e4m3fn / float8_e5m2 tensor.
+// Aggregates over the raw bits (Half{0x3c00} is 1.0), so `Tensor::data<Half>()` is typed.
 
 struct Half {
   std::uint16_t bits;
@@ -177,7 +212,17 @@ struct Float8E4M3FN {
   TILEOPS_HOST_DEVICE explicit operator float() const noexcept { return fp8e4m3_to_float(bits); }
 };
 
-static_assert(sizeof(Half) == 2 && sizeof(BFloat16) == 2 && sizeof(Float8E4M3FN) == 1);
+struct Float8E5M2 {
+  std::uint8_t bits;
+  TILEOPS_HOST_DEVICE static Float8E5M2 from_float(float f) noexcept {
+    return Float8E5M2{float_to_fp8e5m2(f)};
+  }
+  TILEOPS_HOST_DEVICE float to_float() const noexcept { return fp8e5m2_to_float(bits); }
+  TILEOPS_HOST_DEVICE explicit operator float() const noexcept { return fp8e5m2_to_float(bits); }
+};
+
+static_assert(sizeof(Half) == 2 && sizeof(BFloat16) == 2 && sizeof(Float8E4M3FN) == 1 &&
+              sizeof(Float8E5M2) == 1);
 
 // ---------------------------------------------------------------------------------------------
 // Bulk conversions over contiguous arrays (out of line, in src/core/half.cpp).
@@ -188,5 +233,7 @@ void bfloat16_to_float_n(const std::uint16_t* in, float* out, std::size_t n) noe
 void float_to_bfloat16_n(const float* in, std::uint16_t* out, std::size_t n) noexcept;
 void fp8e4m3_to_float_n(const std::uint8_t* in, float* out, std::size_t n) noexcept;
 void float_to_fp8e4m3_n(const float* in, std::uint8_t* out, std::size_t n) noexcept;
+void fp8e5m2_to_float_n(const std::uint8_t* in, float* out, std::size_t n) noexcept;
+void float_to_fp8e5m2_n(const float* in, std::uint8_t* out, std::size_t n) noexcept;
 
 }  // namespace tileops

@@ -161,6 +161,8 @@ struct DTypeOf<BFloat16> : std::integral_constant<DType, DType::bfloat16> {};
 template <>
 struct DTypeOf<Float8E4M3FN> : std::integral_constant<DType, DType::float8_e4m3fn> {};
 template <>
+struct DTypeOf<Float8E5M2> : std::integral_constant<DType, DType::float8_e5m2> {};
+template <>
 struct DTypeOf<std::int8_t> : std::integral_constant<DType, DType::int8> {};
 template <>
 struct DTypeOf<std::int16_t> : std::integral_constant<DType, DType::int16> {};
@@ -239,7 +241,7 @@ class ImplPtr {
 [[noreturn]] void throw_data_type_mismatch(DType dtype, const char* requested_type);
 
 /// Whether `data<T>()` may view a tensor of `dtype`: T's own dtype; also the raw-bits types
-/// uint16_t for float16/bfloat16 and uint8_t for float8_e4m3fn/bool, and std::byte for any.
+/// uint16_t for float16/bfloat16 and uint8_t for uint8/float8/bool, and std::byte for any.
 template <class T>
 constexpr bool data_type_matches(DType dtype) noexcept {
   if constexpr (std::is_same_v<T, std::byte>) {
@@ -247,7 +249,8 @@ constexpr bool data_type_matches(DType dtype) noexcept {
   } else if constexpr (std::is_same_v<T, std::uint16_t>) {
     return dtype == DType::float16 || dtype == DType::bfloat16;
   } else if constexpr (std::is_same_v<T, std::uint8_t>) {
-    return dtype == DType::uint8 || dtype == DType::float8_e4m3fn || dtype == DType::bool_;
+    return dtype == DType::uint8 || dtype == DType::float8_e4m3fn || dtype == DType::float8_e5m2 ||
+           dtype == DType::bool_;
   } else {
     return dtype == dtype_of_v<T>;
   }
@@ -266,6 +269,8 @@ constexpr const char* element_type_name() noexcept {
     return "tileops::BFloat16";
   else if constexpr (std::is_same_v<T, Float8E4M3FN>)
     return "tileops::Float8E4M3FN";
+  else if constexpr (std::is_same_v<T, Float8E5M2>)
+    return "tileops::Float8E5M2";
   else if constexpr (std::is_same_v<T, std::int8_t>)
     return "int8_t";
   else if constexpr (std::is_same_v<T, std::int16_t>)
@@ -343,7 +348,7 @@ class Tensor {
   /// The address of the first element (at the offset); nullptr for tensors without memory.
   void* data_ptr() const { return checked("Tensor.data_ptr").data; }
   /// Typed data_ptr(); SignatureError when T is not the dtype's element type (see DTypeOf;
-  /// uint16_t is also accepted for float16/bfloat16, uint8_t for float8_e4m3fn/bool).
+  /// uint16_t is also accepted for float16/bfloat16, uint8_t for the float8 dtypes and bool).
   template <class T>
   T* data() const {
     const auto& i = checked("Tensor.data");
