@@ -29,6 +29,10 @@ def test_boundary_equals_native_path(case: samples.Case, device: str) -> None:
         with pytest.raises(RuntimeError, match="in-tree kernels do not run on cuda"):
             op(*case.inputs)
         return
+    if device != "cpu" and case.cuda_refusal is not None:
+        with pytest.raises(tileops.DispatchError, match=case.cuda_refusal):
+            op(*case.inputs)
+        return
     inputs = [t.clone() if t is not None else None for t in case.inputs]
     got = op(*inputs)
     native = torch.ops.tileops._call_native(op.instance_key, list(case.inputs))
