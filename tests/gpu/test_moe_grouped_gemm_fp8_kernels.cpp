@@ -17,14 +17,12 @@
 #include <limits>
 #include <random>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
+#include "gpu/fp8_gemm_check.h"
 #include "gpu/gpu_op_test_util.h"
 #include "kernels/moe/grouped_gemm_fp8_cuda.h"
-#include "ops/grouped_gemm_fp8_tolerance.h"
-#include "ops/quant/e4m3_reference.h"
 #include "tileops/core/cuda.h"
 #include "tileops/ops/moe.h"
 
@@ -44,49 +42,19 @@ TEST(MoEGroupedGemmFP8Kernels, RequiresCuda) {
 #else
 
 namespace ck = cuda_kernels;
-namespace tol = fp8_gemm_tolerance;
+using fp8_gemm_check::check;
+using fp8_gemm_check::Problem;
 using gpu_test::kGpu;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr std::uint8_t kOne = 0x38;  // e4m3 1.0
 
-/// One problem: host operands (e4m3 codes, float scales) and the layout.
-struct Problem {
-  std::string name;
-  std::int64_t E = 0, N = 0, K = 0, M = 0;
-  std::int64_t max_m = 0;  // > 0: masked (M = E * max_m), `offsets` are the counts
-  std::vector<std::int32_t> offsets;
-  std::string act = "none";
-  std::vector<std::uint8_t> a, b;
-  std::vector<float> as, bs;
-
-  std::int64_t kblocks() const { return K / 128; }
-  std::int64_t nblocks() const { return (N + 127) / 128; }
-  std::int64_t n_out() const { return act == "none" ? N : N / 2; }
-  ck::MoEActivation activation() const {
-    return act == "none"           ? ck::MoEActivation::none
-           : act == "silu_and_mul" ? ck::MoEActivation::silu_and_mul
+ck::MoEActivation activation_of(const Problem& p) {
+  return p.act == "none"           ? ck::MoEActivation::none
+         : p.act == "silu_and_mul" ? ck::MoEActivation::silu_and_mul
                                    : ck::MoEActivation::gelu_and_mul;
-  }
-  /// (first row, rows) of each expert, the offsets made safe as the kernel documents.
-  std::vector<std::pair<std::int64_t, std::int64_t> > groups() const {
-    std::vector<std::pair<std::int64_t, std::int64_t> > g;
-    if (max_m > 0) {
-      for (std::int64_t e = 0; e < E; ++e)
-        g.emplace_back(e * max_m, std::clamp<std::int64_t>(offsets[e], 0, max_m));
-      return g;
-    }
-    std::int64_t prev = 0;
-    std::vector<std::int64_t> o;
-    for (const std::int32_t v : offsets) {
-      prev = std::max(prev, std::clamp<std::int64_t>(v, 0, M));
-      o.push_back(prev);
-    }
-    for (std::int64_t e = 0; e < E; ++e) g.emplace_back(o[e], o[e + 1] - o[e]);
-    return g;
-  }
-};
+}
 
 Problem make_problem(std::string name, std::int64_t E, std::int64_t N, std::int64_t K,
                      std::int64_t M, std::vector<std::int32_t> offsets, std::string act,
@@ -157,7 +125,7 @@ ck::GroupedGemmFP8Args launch_args(const Problem& p, const std::vector<Tensor>& 
   args.K = p.K;
   args.E = p.E;
   args.max_m = p.max_m;
-  args.activation = p.activation();
+  args.activation = activation_of(p);
   return args;
 }
 
@@ -168,117 +136,6 @@ std::vector<double> run_config(const Problem& p, const std::vector<Tensor>& in,
   ck::launch_grouped_gemm_fp8(launch_args(p, in, c), config, cuda_current_stream(0));
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   return c.to(Device::cpu()).to_vector();
-}
-
-double silu(double g) {
-  return g / (1.0 + std::exp(-g));
-}
-double gelu_tanh(double g) {
-  return 0.5 * g * (1.0 + std::tanh(0.7978845608028654 * (g + 0.044715 * g * g * g)));
-}
-
-/// Row r of expert e in double: S and A per weight row j (the manifest's terms (a s_a)(b s_b)).
-void reference_row(const Problem& p, const double* lut, std::int64_t e, std::int64_t r,
-                   std::vector<double>& sum, std::vector<double>& abs) {
-  sum.assign(static_cast<std::size_t>(p.N), 0.0);
-  abs.assign(static_cast<std::size_t>(p.N), 0.0);
-  const std::int64_t kb = p.kblocks();
-  std::vector<double> ad(static_cast<std::size_t>(p.K));
-  for (std::int64_t k = 0; k < p.K; ++k)
-    ad[k] = lut[p.a[r * p.K + k]] * static_cast<double>(p.as[r * kb + k / 128]);
-  for (std::int64_t j = 0; j < p.N; ++j) {
-    const std::uint8_t* brow = p.b.data() + (e * p.N + j) * p.K;
-    const float* bsr = p.bs.data() + (e * p.nblocks() + j / 128) * kb;
-    double s = 0;
-    double m = 0;
-    for (std::int64_t k = 0; k < p.K; ++k) {
-      const double t = ad[k] * (lut[brow[k]] * static_cast<double>(bsr[k / 128]));
-      s += t;
-      m += std::fabs(t);
-    }
-    sum[j] = s;
-    abs[j] = m;
-  }
-}
-
-/// Checks `got` against the reference on every row_sample-th row of each expert (and its first
-/// and last), and every row outside the groups for +0. Returns the largest |c - r| / A seen.
-double check(const Problem& p, const std::vector<double>& got, const std::string& what,
-             std::int64_t row_sample = 1) {
-  double lut[256];
-  for (int c = 0; c < 256; ++c) lut[c] = reference_fp8::e4m3_value(c);
-  const std::int64_t n_out = p.n_out();
-  std::vector<std::pair<std::int64_t, std::int64_t> > rows;  // (expert, row)
-  std::vector<bool> grouped(static_cast<std::size_t>(p.M), false);
-  const auto g = p.groups();
-  for (std::int64_t e = 0; e < p.E; ++e) {
-    for (std::int64_t i = 0; i < g[e].second; ++i) {
-      grouped[g[e].first + i] = true;
-      if (i % row_sample == 0 || i == g[e].second - 1) rows.emplace_back(e, g[e].first + i);
-    }
-  }
-  for (std::int64_t r = 0; r < p.M; ++r) {
-    if (grouped[r]) continue;
-    for (std::int64_t j = 0; j < n_out; ++j) {
-      const double v = got[r * n_out + j];
-      if (!(v == 0.0 && !std::signbit(v))) {
-        ADD_FAILURE() << what << ": row " << r << " outside the groups holds " << v << " at " << j;
-        return 0;
-      }
-    }
-  }
-  const unsigned workers = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
-  std::vector<int> failures(workers, 0);
-  std::vector<double> worst(workers, 0.0);
-  std::vector<std::string> first_failure(workers);
-  std::vector<std::thread> threads;
-  for (unsigned w = 0; w < workers; ++w) {
-    threads.emplace_back([&, w] {
-      std::vector<double> sum, abs;
-      for (std::size_t i = w; i < rows.size(); i += workers) {
-        const auto [e, r] = rows[i];
-        reference_row(p, lut, e, r, sum, abs);
-        for (std::int64_t j = 0; j < n_out; ++j) {
-          double ref = sum[j];
-          double bound = 0;
-          double scale = abs[j];
-          if (p.act == "none") {
-            bound = tol::bound_none(ref, tol::cuda_accumulation(p.K, abs[j]));
-          } else {
-            const double gte = sum[j];
-            const double up = sum[j + n_out];
-            ref = (p.act == "silu_and_mul" ? silu(gte) : gelu_tanh(gte)) * up;
-            bound =
-                tol::bound_gated(ref, abs[j], abs[j + n_out], tol::cuda_accumulation(p.K, abs[j]),
-                                 tol::cuda_accumulation(p.K, abs[j + n_out]));
-            scale = abs[j] * abs[j + n_out];
-          }
-          const double v = got[r * n_out + j];
-          bool ok;
-          if (std::isnan(ref)) {
-            ok = std::isnan(v);
-          } else if (std::isinf(ref)) {
-            ok = v == ref;
-          } else {
-            ok = std::fabs(v - ref) <= bound;
-            if (ok && scale > 0) worst[w] = std::max(worst[w], std::fabs(v - ref) / scale);
-          }
-          if (!ok && failures[w]++ == 0) {
-            first_failure[w] = "c[" + std::to_string(r) + ", " + std::to_string(j) +
-                               "] = " + std::to_string(v) + ", reference " + std::to_string(ref) +
-                               ", bound " + std::to_string(bound);
-          }
-        }
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  double largest = 0;
-  for (unsigned w = 0; w < workers; ++w) {
-    EXPECT_EQ(failures[w], 0) << what << ": " << first_failure[w];
-    largest = std::max(largest, worst[w]);
-  }
-  return largest;
 }
 
 /// Every configuration of the tuning space on `p`.

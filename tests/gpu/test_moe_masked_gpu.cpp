@@ -148,9 +148,8 @@ TEST(GpuMoEOps, FusedMoEExpertsMaskedRouteMatchesAndReplaysFromACudaGraph) {
   masked(l.x, l.weights, l.ids, l.w13, l.w2, Tensor(), l.s13, l.s2, got);
   EXPECT_EQ(masked.held_delegates().front()->name(), "MoEPrePermuteQuantFP8MaskedFwdOp");
   // The same bits as the contiguous route: both GEMMs compute a row alike (same promotion per K
-  // block) and every other stage is exact. The contiguous route is checked against the
-  // reference by FusedMoEWithFP8ExpertsMatchesTheReference (on these inputs the bf16 tolerance
-  // is exceeded by both routes alike, 0.0178 > 0.016 on the H200: an e4m3 flip of h).
+  // block) and every other stage is exact. The contiguous route is checked stage by stage
+  // against the references by FusedMoEWithFP8ExpertsMatchesTheReference.
   EXPECT_EQ(equal_elements(got, want), want.numel()) << "masked against contiguous";
 
   // The whole masked route captured once, replayed on new ids and x written into its inputs.

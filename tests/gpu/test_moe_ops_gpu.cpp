@@ -1,10 +1,10 @@
 // The MoE ops through the whole Op path on CUDA, against the double-precision references (and
 // the CPU implementation for the exact outputs): routing, pre-permute, grouped GEMM with each
 // activation, post-permute, the quantizing pre-permute (bit for bit the CPU's, fused kernel and
-// unfused fallback), and the fused MoE layer (bf16 and FP8 experts) on shapes with experts
-// that receive no tokens, one token and all tokens; group-limited routing and the per-token-group
-// FP8 quantization (the quant family) against the CPU implementation. Outputs are poisoned before
-// each call. Skipped without a GPU.
+// unfused fallback), and the fused MoE layer (bf16 against the layer's reference, FP8 stage by
+// stage) on shapes with experts that receive no tokens, one token and all tokens; group-limited
+// routing and the per-token-group FP8 quantization (the quant family) against the CPU
+// implementation. Outputs are poisoned before each call. Skipped without a GPU.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -12,6 +12,7 @@
 #include <numeric>
 #include <tuple>
 
+#include "gpu/fp8_gemm_check.h"
 #include "gpu/gpu_op_test_util.h"
 #include "kernels/moe/moe_impls.h"
 #include "ops/moe_test_inputs.h"
@@ -263,29 +264,77 @@ TEST(GpuMoEOps, FusedMoEMatchesTheReferenceAndTunes) {
   }
 }
 
+// Stage by stage, each stage against its reference fed the stage's own inputs, and the layer bit
+// for bit those stages: a whole-layer reference re-quantizes its own h, and where h lies within
+// the GEMM's error of an e4m3 rounding boundary the two quantizations differ by a step of up to
+// 1/8 of the value; the interval bound that allows for every such flip (tests/ops/
+// fp8_moe_bound.h) is far wider than |y| with the tensor core's accumulation (docs/design/moe.md).
+// Routing ids and both quantizations are exact; the GEMMs are inside the derived per-element
+// bound (E_cuda, tests/ops/grouped_gemm_fp8_tolerance.h); the post-permute within bfloat16's.
 TEST(GpuMoEOps, FusedMoEWithFP8ExpertsMatchesTheReference) {
   SKIP_WITHOUT_GPU();
-  // Every FP8 stage (quantization, FP8 grouped GEMMs) runs its CUDA kernel.
+  const MoETopKRoutingFwdOp::Params routing_params{
+      .top_k = 8, .scoring = "sigmoid", .renormalize = true, .routed_scaling_factor = 2.5};
   for (const std::int64_t tokens : {1, 16, 200}) {
-    FusedMoEFwdOp op(
-        {.top_k = 8, .scoring = "sigmoid", .renormalize = true, .routed_scaling_factor = 2.5});
+    const std::string what = "FP8 tokens=" + std::to_string(tokens);
+    FusedMoEFwdOp op({.top_k = routing_params.top_k,
+                      .scoring = routing_params.scoring,
+                      .renormalize = routing_params.renormalize,
+                      .routed_scaling_factor = routing_params.routed_scaling_factor});
     const std::int64_t experts = 32;
-    const Tensor x = Tensor::randn({tokens, 256}, DType::bfloat16, 1);
-    const Tensor logits = Tensor::randn({tokens, experts}, DType::float32, 2);
-    const Tensor w13 = Tensor::randn({experts, 2 * 128, 256}, DType::float8_e4m3fn, 3);
-    const Tensor w2 = Tensor::randn({experts, 256, 128}, DType::float8_e4m3fn, 4);
-    const Tensor w13_scales =
-        Tensor::rand({experts, 2, 2}, DType::float32, 5, Device::cpu(), 0.03, 0.06);
-    const Tensor w2_scales =
-        Tensor::rand({experts, 2, 1}, DType::float32, 6, Device::cpu(), 0.05, 0.09);
-    const Tensor bias = Tensor::rand({experts}, DType::float32, 7, Device::cpu(), 0.0, 0.1);
+    const Tensor x = Tensor::randn({tokens, 256}, DType::bfloat16, 1).to(kGpu);
+    const Tensor logits = Tensor::randn({tokens, experts}, DType::float32, 2).to(kGpu);
+    const Tensor w13 = Tensor::randn({experts, 2 * 128, 256}, DType::float8_e4m3fn, 3).to(kGpu);
+    const Tensor w2 = Tensor::randn({experts, 256, 128}, DType::float8_e4m3fn, 4).to(kGpu);
+    const Tensor s13 =
+        Tensor::rand({experts, 2, 2}, DType::float32, 5, Device::cpu(), 0.03, 0.06).to(kGpu);
+    const Tensor s2 =
+        Tensor::rand({experts, 2, 1}, DType::float32, 6, Device::cpu(), 0.05, 0.09).to(kGpu);
+    const Tensor bias =
+        Tensor::rand({experts}, DType::float32, 7, Device::cpu(), 0.0, 0.1).to(kGpu);
     const Tensor out = poisoned({tokens, 256}, DType::bfloat16);
-    op(x.to(kGpu), logits.to(kGpu), w13.to(kGpu), w2.to(kGpu), bias.to(kGpu), w13_scales.to(kGpu),
-       w2_scales.to(kGpu), out);
-    expect_close(out,
-                 reference("FusedMoEFwdOp", {x, logits, w13, w2, bias, w13_scales, w2_scales},
-                           op.param_values())[0],
-                 "FP8 tokens=" + std::to_string(tokens));
+    op(x, logits, w13, w2, bias, s13, s2, out);
+
+    // The stages by hand on the GPU (inputs there, so each runs its CUDA kernel): the layer's bits.
+    MoETopKRoutingFwdOp routing(routing_params);
+    MoEPrePermuteQuantFP8FwdOp pre_quant({.num_experts = experts});
+    MoEGroupedGemmFP8FwdOp gate_up({.activation = "silu_and_mul"});
+    PerTokenGroupQuantFP8FwdOp quant({.group_size = 128});
+    MoEGroupedGemmFP8FwdOp down(MoEGroupedGemmFP8FwdOp::Params{});
+    MoEPostPermuteFwdOp post(MoEPostPermuteFwdOp::Params{});
+    const auto [tw, tid] = routing(logits, bias);
+    const auto [xq, xs, offsets, inverse] = pre_quant(x, tid);
+    const Tensor h = gate_up(xq, xs, offsets, w13, s13);
+    const auto [hq, hs] = quant(h);
+    const Tensor d = down(hq, hs, offsets, w2, s2);
+    const Tensor y = post(d, tw, inverse);
+    EXPECT_EQ(out.to(Device::cpu()).to_vector(), y.to(Device::cpu()).to_vector()) << what;
+
+    // Each stage against its reference on the stage's own inputs.
+    const auto host = [](const Tensor& t) { return t.to(Device::cpu()); };
+    const auto routed =
+        reference("MoETopKRoutingFwdOp", {host(logits), host(bias)}, routing.param_values());
+    EXPECT_EQ(host(tid).to_vector(), routed[1].to_vector()) << what;
+    expect_close(tw, routed[0], what + " routing weights");
+    const auto permuted = reference("MoEPrePermuteQuantFP8FwdOp", {host(x), host(tid), Tensor()},
+                                    pre_quant.param_values());
+    const Tensor got_pre[] = {xq, xs, offsets, inverse};
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(host(got_pre[i]).to_vector(), permuted[i].to_vector()) << what << " pre " << i;
+    }
+    fp8_gemm_check::check(
+        fp8_gemm_check::problem_of(what + " gate_up", "silu_and_mul", xq, xs, offsets, w13, s13),
+        host(h).to_vector(), what + " gate_up");
+    const auto quantized = reference("PerTokenGroupQuantFP8FwdOp", {host(h)}, quant.param_values());
+    EXPECT_EQ(host(hq).to_vector(), quantized[0].to_vector()) << what << " h quantized";
+    EXPECT_EQ(host(hs).to_vector(), quantized[1].to_vector()) << what << " h scales";
+    fp8_gemm_check::check(
+        fp8_gemm_check::problem_of(what + " down", "none", hq, hs, offsets, w2, s2),
+        host(d).to_vector(), what + " down");
+    expect_close(y,
+                 reference("MoEPostPermuteFwdOp", {host(d), host(tw), host(inverse)},
+                           post.param_values())[0],
+                 what + " post-permute");
   }
 }
 
