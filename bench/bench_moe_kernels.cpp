@@ -1,5 +1,7 @@
 // Google Benchmark program for the CUDA kernels of the MoE family (src/kernels/moe): the grouped
-// GEMM (bf16; plain and with fused silu_and_mul), pre-permute, post-permute and top-k routing.
+// GEMM (bf16; plain and with fused silu_and_mul), pre-permute (the bf16 row copy, and the FP8
+// quantization fused into the gather or the tokens quantized first), post-permute and top-k
+// routing.
 //
 // Timing as bench_cuda_kernels: each repetition times one launch with CUDA events (manual time);
 // before it, outside the timed region, the L2 is flushed by writing a 256 MB buffer with
@@ -41,6 +43,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda_bench_setup.h"
@@ -148,17 +151,39 @@ std::vector<int32_t> spread_ids(const PermCase& c) {
   return ids;
 }
 
-void bench_pre_permute(benchmark::State& state, PermCase c) {
+// The pre-permute's row copy, or its FP8 quantization (128-column groups): fused into the
+// gather, or the tokens quantized first and their codes and scales gathered.
+enum class PrePermuteMode { copy, fp8_fused, fp8_tokens_first };
+
+void bench_pre_permute(benchmark::State& state, PermCase c, PrePermuteMode mode) {
   CaseBuffers& buf = CaseBuffers::get(std::string("perm/") + c.label);
   const std::vector<int32_t> ids = spread_ids(c);
+  const int64_t pairs = c.T * c.K;
+  const int64_t groups = c.H / 128;
   ck::PrePermuteArgs a;
   a.x = buf.random("x", static_cast<size_t>(c.T * c.H) * 2, DType::bfloat16, 0.05f, 2.0f);
   a.x_row_stride = c.H;
   a.topk_ids = static_cast<const int32_t*>(buf.copy("ids", ids.data(), ids.size() * 4));
-  a.permuted = buf.zeros("permuted", static_cast<size_t>(c.T * c.K * c.H) * 2);
   a.expert_offsets = static_cast<int32_t*>(buf.zeros("offsets", static_cast<size_t>(c.E + 1) * 4));
   a.inverse = static_cast<int32_t*>(buf.zeros("inverse", ids.size() * 4));
-  if (!a.x || !a.topk_ids || !a.permuted || !a.expert_offsets || !a.inverse) {
+  int64_t bytes = c.T * c.H * 2 + pairs * 8;
+  if (mode == PrePermuteMode::copy) {
+    a.permuted = buf.zeros("permuted", static_cast<size_t>(pairs * c.H) * 2);
+    bytes += pairs * c.H * 2;
+  } else {
+    a.permuted_q = buf.zeros("permuted_q", static_cast<size_t>(pairs * c.H));
+    a.permuted_scales =
+        static_cast<float*>(buf.zeros("permuted_scales", static_cast<size_t>(pairs * groups) * 4));
+    bytes += pairs * (c.H + groups * 4);
+    if (mode == PrePermuteMode::fp8_tokens_first) {
+      a.token_q = buf.zeros("token_q", static_cast<size_t>(c.T * c.H));
+      a.token_scales =
+          static_cast<float*>(buf.zeros("token_scales", static_cast<size_t>(c.T * groups) * 4));
+    }
+  }
+  if (!a.x || !a.topk_ids || !a.expert_offsets || !a.inverse ||
+      (mode == PrePermuteMode::copy ? !a.permuted : !a.permuted_q || !a.permuted_scales) ||
+      (mode == PrePermuteMode::fp8_tokens_first && (!a.token_q || !a.token_scales))) {
     state.SkipWithError("device allocation failed");
     return;
   }
@@ -167,7 +192,6 @@ void bench_pre_permute(benchmark::State& state, PermCase c) {
   a.top_k = c.K;
   a.num_experts = c.E;
   a.dtype = DType::bfloat16;
-  const int64_t bytes = c.T * c.H * 2 + c.T * c.K * c.H * 2 + c.T * c.K * 8;
   time_launches(state, 0, bytes, [&] { ck::launch_moe_pre_permute(a, gpu().stream); });
 }
 
@@ -294,9 +318,15 @@ void register_all(bool tune) {
       {"qwen3_30b_t4096_k8_e128_h2048", 4096, 8, 128, 2048},
   };
   for (const PermCase& c : perm_cases) {
-    finish(benchmark::RegisterBenchmark((std::string("moe_pre_permute/bf16/") + c.label).c_str(),
-                                        bench_pre_permute, c),
-           repetitions(51));
+    for (const auto& [mode, name] :
+         {std::pair{PrePermuteMode::copy, "bf16"},
+          std::pair{PrePermuteMode::fp8_fused, "fp8_fused"},
+          std::pair{PrePermuteMode::fp8_tokens_first, "fp8_tokens_first"}}) {
+      finish(benchmark::RegisterBenchmark(
+                 (std::string("moe_pre_permute/") + name + "/" + c.label).c_str(),
+                 bench_pre_permute, c, mode),
+             repetitions(51));
+    }
     finish(benchmark::RegisterBenchmark((std::string("moe_post_permute/bf16/") + c.label).c_str(),
                                         bench_post_permute, c),
            repetitions(51));

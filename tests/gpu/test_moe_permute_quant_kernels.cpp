@@ -1,6 +1,7 @@
 // GPU tests of the pre-permute fused with per-token-group FP8 quantization
-// (launch_moe_pre_permute with PrePermuteArgs::permuted_q,
-// src/kernels/moe/moe_gather_quant_cuda.cu): offsets and inverse equal to the CPU pre-permute's,
+// (launch_moe_pre_permute with PrePermuteArgs::permuted_q:
+// src/kernels/moe/moe_gather_quant_cuda.cu, or with the token scratch the tokens quantized first
+// and their rows gathered, where top_k > 1): offsets and inverse equal to the CPU pre-permute's,
 // and codes and scales equal bit for bit to the CPU quantization of the CPU pre-permute's rows
 // (MoEPrePermuteFwdOp then PerTokenGroupQuantFP8FwdOp on the CPU), dropped pairs and zero rows
 // included; the layouts it refuses. Outputs are poisoned with 0xAB bytes. Skipped without CUDA or
@@ -64,8 +65,10 @@ void* upload(DeviceBuffer& buf, const Tensor& t) {
   return buf.ptr;
 }
 
-void check_fused(const FusedCase& c, Tensor x) {
-  const std::string what = name_of(c);
+/// One launch, quantizing each pair's row as it is gathered or (`tokens_first`, with the scratch
+/// of PrePermuteArgs::token_q) each token once and gathering its codes and scales.
+void check_fused(const FusedCase& c, Tensor x, bool tokens_first) {
+  const std::string what = name_of(c) + (tokens_first ? " tokens first" : " fused");
   const int64_t global = c.mapped ? 8 * c.E : c.E;
   Tensor map;
   if (c.mapped) {
@@ -81,11 +84,16 @@ void check_fused(const FusedCase& c, Tensor x) {
   DeviceBuffer dx(x.nbytes()), dids(ids.nbytes()), dmap(map.defined() ? map.nbytes() : 4);
   DeviceBuffer doff(static_cast<size_t>(c.E + 1) * 4), dinv(ids.nbytes());
   DeviceBuffer dq(q.nbytes()), ds(scales.nbytes());
-  ASSERT_TRUE(dx.ptr && dids.ptr && dmap.ptr && doff.ptr && dinv.ptr && dq.ptr && ds.ptr) << what;
+  DeviceBuffer token_q(static_cast<size_t>(c.T * c.H) + 16);
+  DeviceBuffer token_s(static_cast<size_t>(c.T * (c.H / c.group)) * 4 + 16);
+  ASSERT_TRUE(dx.ptr && dids.ptr && dmap.ptr && doff.ptr && dinv.ptr && dq.ptr && ds.ptr &&
+              token_q.ptr && token_s.ptr)
+      << what;
   upload(dx, x);
   upload(dids, ids);
   if (c.mapped) upload(dmap, map);
-  for (DeviceBuffer* b : {&doff, &dinv, &dq, &ds}) CUDA_OK(cudaMemset(b->ptr, 0xAB, b->bytes));
+  for (DeviceBuffer* b : {&doff, &dinv, &dq, &ds, &token_q, &token_s})
+    CUDA_OK(cudaMemset(b->ptr, 0xAB, b->bytes));
   ck::PrePermuteArgs a;
   a.x = dx.ptr;
   a.x_row_stride = c.H;
@@ -104,6 +112,10 @@ void check_fused(const FusedCase& c, Tensor x) {
   a.permuted_scales = ds.at<float>(0);
   a.quant_group_size = c.group;
   a.quant_eps = c.eps;
+  if (tokens_first) {
+    a.token_q = token_q.ptr;
+    a.token_scales = token_s.at<float>(0);
+  }
   try {
     ck::launch_moe_pre_permute(a, nullptr);
   } catch (const std::exception& e) {
@@ -151,7 +163,10 @@ TEST(MoEPrePermuteQuantKernel, MatchesTheCpuCompositionBitForBit) {
                               {5, 1, 4, 96, 32, DType::bfloat16, false},
                               {9, 3, 8, 64, 8, DType::bfloat16, true},
                               {12, 2, 4, 256, 128, DType::float32, true, 1e-45}}) {
-    ASSERT_NO_FATAL_FAILURE(check_fused(c, random_rows(c.T, c.H, c.dtype, 30 + c.T)));
+    for (const bool tokens_first : {false, true}) {
+      ASSERT_NO_FATAL_FAILURE(
+          check_fused(c, random_rows(c.T, c.H, c.dtype, 30 + c.T), tokens_first));
+    }
   }
 }
 
@@ -164,7 +179,9 @@ TEST(MoEPrePermuteQuantKernel, SpecialValuesMatchTheCpuComposition) {
   x.set_at({1, 130}, std::numeric_limits<double>::infinity());
   x.set_at({2, 7}, -std::numeric_limits<double>::infinity());
   for (int64_t h = 0; h < c.H; ++h) x.set_at({4, h}, 0.0);
-  ASSERT_NO_FATAL_FAILURE(check_fused(c, x.to(c.dtype)));
+  for (const bool tokens_first : {false, true}) {
+    ASSERT_NO_FATAL_FAILURE(check_fused(c, x.to(c.dtype), tokens_first));
+  }
 }
 
 TEST(MoEPrePermuteQuantKernel, RefusesLayoutsItDoesNotTake) {

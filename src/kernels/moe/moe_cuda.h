@@ -141,6 +141,12 @@ struct PrePermuteArgs {
   /// < 2^31.
   int64_t masked_max_m = 0;
   int32_t* masked_counts = nullptr;  ///< [E] with masked_max_m
+  /// Optional scratch with permuted_q: [T, H] float8_e4m3fn and [T, H / quant_group_size]
+  /// float32. With top_k > 1 and x contiguous, the T tokens are quantized once into it and their
+  /// rows of codes and scales gathered (the same bits, 1/top_k of the quantization's reads and
+  /// arithmetic); otherwise unused.
+  void* token_q = nullptr;
+  float* token_scales = nullptr;
 };
 void launch_moe_pre_permute(const PrePermuteArgs& args, void* stream);
 

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "kernels/quant/quant_cuda.h"
@@ -57,6 +59,20 @@ ck::PrePermuteArgs pre_permute_args(const Call& call, const Tensor& x, const Ten
   return args;
 }
 
+/// The scratch of the quantizing pre-permute's token-first path (PrePermuteArgs::token_q), taken
+/// from the stream-ordered pool when pairs share tokens (Call: a quantizing pre-permute's call).
+/// The caller holds the tensors until the launch is enqueued.
+template <class Call>
+std::pair<Tensor, Tensor> token_scratch(const Call& call, ck::PrePermuteArgs& args) {
+  if (call.top_k <= 1 || call.tokens == 0) return {};
+  Tensor q = Tensor::empty({call.tokens, call.hidden}, DType::float8_e4m3fn, call.device);
+  Tensor scales =
+      Tensor::empty({call.tokens, call.hidden / call.group_size}, DType::float32, call.device);
+  args.token_q = q.data_ptr();
+  args.token_scales = scales.data<float>();
+  return {q, scales};
+}
+
 }  // namespace
 
 void MoEPrePermuteCuda::forward(const Tensor& x, const Tensor& ids, const Tensor* map,
@@ -82,11 +98,15 @@ void MoEPrePermuteQuantCuda::forward(const Tensor& x, const Tensor& ids, const T
   ck::PrePermuteArgs args = pre_permute_args(call_, source, ids, map, offsets, inverse);
   // No rows to write (no pair or no column): the ranking alone writes offsets and inverse, and
   // the empty outputs' null pointers never reach the quantization's checks.
+  // The tokens' codes and scales, which the kernel gathers when pairs share tokens.
+  Tensor token_q;
+  Tensor token_scales;
   if (q.numel() > 0) {
     args.permuted_q = q.data_ptr();
     args.permuted_scales = scales.data<float>();
     args.quant_group_size = call_.group_size;
     args.quant_eps = eps;
+    std::tie(token_q, token_scales) = token_scratch(call_, args);
   }
   ck::launch_moe_pre_permute(args, cuda_current_stream(call_.device.index));
 }
@@ -112,6 +132,7 @@ void MoEPrePermuteQuantMaskedCuda::forward(const Tensor& x, const Tensor& ids, c
   args.quant_eps = eps;
   args.masked_max_m = call_.max_m;
   args.masked_counts = counts.data<std::int32_t>();
+  const auto [token_q, token_scales] = token_scratch(call_, args);
   ck::launch_moe_pre_permute(args, cuda_current_stream(call_.device.index));
 }
 

@@ -14,8 +14,10 @@
 //    the expert's block (the offsets, written before the last __syncthreads, are read back).
 // 2. gather (a warp per pair): a kept pair copies its token's row to permuted[inverse] with the
 //    widest vector (16, 8, 4 or 2 bytes) the pointers, the stride and the row length allow; pair
-//    p >= offsets[E] also zero-fills row p (rows offsets[E] .. T*K-1). With fused FP8
-//    quantization, moe_gather_quant_cuda.cu's kernel runs instead.
+//    p >= offsets[E] also zero-fills row p (rows offsets[E] .. T*K-1). With FP8 quantization and
+//    top_k > 1, the tokens are quantized once (token_group_quant_cuda.cu) and the gather copies
+//    their code rows and scale rows (the tail: codes 0, scales of amax 0); otherwise
+//    moe_gather_quant_cuda.cu's kernel quantizes each pair's row as it gathers it.
 //
 // Post-permute: a thread per (token, 16-byte vector of the row) (scalar when the pointers or the
 // row length do not allow vectors), the k loop in order with up to 4 rows' loads in flight; fp32
@@ -25,12 +27,15 @@
 #include "kernels/moe/moe_gather_quant.h"
 
 #include "kernels/cuda_vectors.cuh"
+#include "kernels/quant/quant_cuda.h"
+#include "kernels/quant/token_group_quant.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <bit>
 #include <climits>
 #include <cstdint>
 #include <string>
@@ -201,6 +206,8 @@ struct GatherParams {
   int64_t pairs;
   int64_t top_k;
   int E;
+  bool fill_tail = true;   // rows offsets[E] .. pairs - 1 (the contiguous layout)
+  uint32_t tail_word = 0;  // their 32-bit pattern (0 unless V has at least 4 bytes)
 };
 
 template <typename V>
@@ -225,10 +232,15 @@ __global__ void __launch_bounds__(kGatherThreads) moe_gather_kernel(const Gather
         if (i + 32 * u < nv) out[i + 32 * u] = v[u];
     }
   }
-  if (pair >= kept) {
+  if (p.fill_tail && pair >= kept) {
     V* out = reinterpret_cast<V*>(p.permuted + pair * p.row_bytes);
     V z;
     __builtin_memset(&z, 0, sizeof(V));
+    if constexpr (sizeof(V) >= 4) {
+      auto* words = reinterpret_cast<uint32_t*>(&z);
+#pragma unroll
+      for (int w = 0; w < static_cast<int>(sizeof(V) / 4); ++w) words[w] = p.tail_word;
+    }
     for (int64_t i = lane; i < nv; i += 32) out[i] = z;
   }
 }
@@ -338,6 +350,25 @@ void launch_gather(const GatherParams& g, cudaStream_t stream) {
   moe_gather_kernel<V><<<static_cast<unsigned>(blocks), kGatherThreads, 0, stream>>>(g);
 }
 
+// The gather with the widest vector the pointers, the row length and the stride allow.
+void launch_gather_rows(const GatherParams& g, int64_t tokens, cudaStream_t stream) {
+  const auto fits = [&](int64_t v) {
+    return aligned_to(g.x, v) && aligned_to(g.permuted, v) && g.row_bytes % v == 0 &&
+           (tokens <= 1 || g.x_stride_bytes % v == 0);
+  };
+  if (g.tail_word != 0 && !fits(4))
+    throw SignatureError("moe_pre_permute (CUDA): a filled tail needs 4-byte rows");
+  if (fits(16)) {
+    launch_gather<uint4>(g, stream);
+  } else if (fits(8)) {
+    launch_gather<uint2>(g, stream);
+  } else if (fits(4)) {
+    launch_gather<unsigned int>(g, stream);
+  } else {
+    launch_gather<unsigned short>(g, stream);
+  }
+}
+
 template <typename T>
 void launch_combine(const CombineParams& c, bool vector_path, cudaStream_t stream) {
   const auto blocks = static_cast<unsigned>((c.items + kCombineThreads - 1) / kCombineThreads);
@@ -346,6 +377,14 @@ void launch_combine(const CombineParams& c, bool vector_path, cudaStream_t strea
   } else {
     moe_combine_kernel<T, 1><<<blocks, kCombineThreads, 0, stream>>>(c);
   }
+}
+
+// The tokens' codes go to the scratch first when pairs share tokens and x is contiguous (the
+// token quantization's layout); code rows of whole, aligned words (the tail's fill).
+bool quantize_tokens_first(const PrePermuteArgs& a) {
+  return a.token_q != nullptr && a.token_scales != nullptr && a.top_k > 1 &&
+         (a.tokens <= 1 || a.x_row_stride == a.hidden) && a.hidden % 4 == 0 &&
+         aligned_to(a.token_q, 4) && aligned_to(a.permuted_q, 4);
 }
 
 }  // namespace
@@ -428,11 +467,6 @@ void launch_moe_pre_permute(const PrePermuteArgs& a, void* stream) {
   // Gather and zero fill (or their quantized rows).
   const int64_t row_bytes = a.hidden * es;
   if (pairs == 0 || row_bytes == 0) return;
-  if (quantize) {
-    launch_moe_gather_quant_fp8(a, stream);
-    check_launch(op);
-    return;
-  }
   GatherParams g;
   g.x = static_cast<const unsigned char*>(a.x);
   g.x_stride_bytes = a.x_row_stride * es;
@@ -443,19 +477,42 @@ void launch_moe_pre_permute(const PrePermuteArgs& a, void* stream) {
   g.pairs = pairs;
   g.top_k = a.top_k;
   g.E = E;
-  const auto fits = [&](int64_t v) {
-    return aligned_to(a.x, v) && aligned_to(a.permuted, v) && row_bytes % v == 0 &&
-           (a.tokens <= 1 || g.x_stride_bytes % v == 0);
-  };
-  if (fits(16)) {
-    launch_gather<uint4>(g, st);
-  } else if (fits(8)) {
-    launch_gather<uint2>(g, st);
-  } else if (fits(4)) {
-    launch_gather<unsigned int>(g, st);
-  } else {
-    launch_gather<unsigned short>(g, st);
+  if (quantize && !quantize_tokens_first(a)) {
+    launch_moe_gather_quant_fp8(a, stream);
+    check_launch(op);
+    return;
   }
+  if (quantize) {
+    // Each token once, then its codes and scales to the rows of its pairs: the fused kernel's
+    // bits (a group's codes and scale depend on the group's values only).
+    TokenGroupQuantArgs tq;
+    tq.x = a.x;
+    tq.q = a.token_q;
+    tq.scales = a.token_scales;
+    tq.rows = a.tokens;
+    tq.cols = a.hidden;
+    tq.group_size = a.quant_group_size;
+    tq.eps = a.quant_eps;
+    tq.dtype = a.dtype;
+    launch_token_group_quant_fp8(tq, stream);
+    g.fill_tail = a.masked_max_m == 0;  // the masked layout writes only through inverse
+    g.x = static_cast<const unsigned char*>(a.token_q);
+    g.x_stride_bytes = g.row_bytes = a.hidden;
+    g.permuted = static_cast<unsigned char*>(a.permuted_q);
+    // The tail is the quantized zero row: 0 / float(eps / 448), NaN (its code) where that is 0.
+    const fp8_quant::EpsTerms eps = fp8_quant::eps_terms(a.quant_eps);
+    g.tail_word = (eps.eps_scale == 0.0f ? uint32_t{fp8_quant::kNaNCode} : 0u) * 0x01010101u;
+    launch_gather_rows(g, a.tokens, st);
+    check_launch(op);
+    g.x = reinterpret_cast<const unsigned char*>(a.token_scales);
+    g.x_stride_bytes = g.row_bytes = a.hidden / a.quant_group_size * 4;
+    g.permuted = reinterpret_cast<unsigned char*>(a.permuted_scales);
+    g.tail_word = std::bit_cast<uint32_t>(eps.eps_scale);
+    launch_gather_rows(g, a.tokens, st);
+    check_launch(op);
+    return;
+  }
+  launch_gather_rows(g, a.tokens, st);
   check_launch(op);
 }
 
