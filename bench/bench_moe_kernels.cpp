@@ -48,6 +48,7 @@
 
 #include "cuda_bench_setup.h"
 #include "kernels/moe/moe_cuda.h"
+#include "kernels/moe/moe_rank.h"
 #include "moe_bench_util.h"
 #include "tileops/core/dtype.h"
 #endif
@@ -151,9 +152,10 @@ std::vector<int32_t> spread_ids(const PermCase& c) {
   return ids;
 }
 
-// The pre-permute's row copy, or its FP8 quantization (128-column groups): fused into the
-// gather, or the tokens quantized first and their codes and scales gathered.
-enum class PrePermuteMode { copy, fp8_fused, fp8_tokens_first };
+// The pre-permute's row copy (ranked by one block, or by many as the ops run it), or its FP8
+// quantization (128-column groups): fused into the gather, or the tokens quantized first and their
+// codes and scales gathered.
+enum class PrePermuteMode { copy_one_block, copy, fp8_fused, fp8_tokens_first };
 
 void bench_pre_permute(benchmark::State& state, PermCase c, PrePermuteMode mode) {
   CaseBuffers& buf = CaseBuffers::get(std::string("perm/") + c.label);
@@ -167,7 +169,11 @@ void bench_pre_permute(benchmark::State& state, PermCase c, PrePermuteMode mode)
   a.expert_offsets = static_cast<int32_t*>(buf.zeros("offsets", static_cast<size_t>(c.E + 1) * 4));
   a.inverse = static_cast<int32_t*>(buf.zeros("inverse", ids.size() * 4));
   int64_t bytes = c.T * c.H * 2 + pairs * 8;
-  if (mode == PrePermuteMode::copy) {
+  if (mode != PrePermuteMode::copy_one_block) {
+    a.rank_scratch = static_cast<int32_t*>(
+        buf.zeros("rank_scratch", static_cast<size_t>(ck::moe_rank_scratch_ints(pairs, c.E)) * 4));
+  }
+  if (mode == PrePermuteMode::copy || mode == PrePermuteMode::copy_one_block) {
     a.permuted = buf.zeros("permuted", static_cast<size_t>(pairs * c.H) * 2);
     bytes += pairs * c.H * 2;
   } else {
@@ -182,7 +188,7 @@ void bench_pre_permute(benchmark::State& state, PermCase c, PrePermuteMode mode)
     }
   }
   if (!a.x || !a.topk_ids || !a.expert_offsets || !a.inverse ||
-      (mode == PrePermuteMode::copy ? !a.permuted : !a.permuted_q || !a.permuted_scales) ||
+      (a.permuted_q == nullptr ? !a.permuted : !a.permuted_scales) ||
       (mode == PrePermuteMode::fp8_tokens_first && (!a.token_q || !a.token_scales))) {
     state.SkipWithError("device allocation failed");
     return;
@@ -319,7 +325,8 @@ void register_all(bool tune) {
   };
   for (const PermCase& c : perm_cases) {
     for (const auto& [mode, name] :
-         {std::pair{PrePermuteMode::copy, "bf16"},
+         {std::pair{PrePermuteMode::copy_one_block, "bf16_one_block"},
+          std::pair{PrePermuteMode::copy, "bf16"},
           std::pair{PrePermuteMode::fp8_fused, "fp8_fused"},
           std::pair{PrePermuteMode::fp8_tokens_first, "fp8_tokens_first"}}) {
       finish(benchmark::RegisterBenchmark(

@@ -50,6 +50,7 @@ TEST(GpuMoEOps, PrePermuteQuantMaskedMatchesTheCpuImplementationBitForBit) {
                                            {64, 8, 256, 7168, 128, false},
                                            {200, 8, 32, 7168, 128, true},
                                            {33, 8, 256, 1024, f32 ? 8 : 16, false},
+                                           {1100, 8, 64, 512, 128, true},  // ranked on many blocks
                                            {0, 2, 4, 256, 128, false}}) {
       const std::int64_t global = c.mapped ? 2 * c.experts : c.experts;
       Tensor map;

@@ -4,7 +4,8 @@
 //
 // Every launch writes into outputs poisoned with 0xFF bytes (NaN for the floating types, -1 for
 // int32). Inputs are random and never zero.
-// - Pre-permute: offsets, inverse and every byte of permuted exactly.
+// - Pre-permute: offsets, inverse and every byte of permuted exactly, ranked by one block and (with
+//   the ranking's scratch) by many.
 // - Post-permute: |got - ref| / (1 + |ref|) <= 1e-5 (fp32), 2e-3 (fp16), 1.6e-2 (bf16) against a
 //   double reference, and bit-exact against an fp32 emulation of the kernel's arithmetic.
 #include <gtest/gtest.h>
@@ -29,6 +30,7 @@
 
 #include "gpu/kernel_test_util.h"
 #include "kernels/moe/moe_cuda.h"
+#include "kernels/moe/moe_rank.h"
 #include "tileops/core/dtype.h"
 #include "tileops/core/error.h"
 #endif
@@ -56,10 +58,12 @@ struct PermuteCase {
   uint64_t seed = 1;
 };
 
-void check_permute(const PermuteCase& c) {
+/// One launch; `many_blocks`: with the ranking's scratch (blocks of pairs ranked in parallel
+/// where the pairs are many enough).
+void check_permute(const PermuteCase& c, bool many_blocks) {
   const std::string where = c.name + " " + dtype_str(c.dtype) + " T " + std::to_string(c.T) +
                             " K " + std::to_string(c.K) + " E " + std::to_string(c.E) + " H " +
-                            std::to_string(c.H);
+                            std::to_string(c.H) + (many_blocks ? " many blocks" : " one block");
   const int64_t xs = c.x_stride > 0 ? c.x_stride : c.H;
   const size_t es = tileops::element_size(c.dtype);
   const int64_t P = c.T * c.K;
@@ -107,7 +111,9 @@ void check_permute(const PermuteCase& c) {
   DeviceBuffer dperm(static_cast<size_t>(P * c.H) * es);
   DeviceBuffer doff(static_cast<size_t>(c.E + 1) * 4);
   DeviceBuffer dinv(static_cast<size_t>(P) * 4);
-  ASSERT_TRUE(dx.ptr && dids.ptr && dmap.ptr && dperm.ptr && doff.ptr && dinv.ptr);
+  DeviceBuffer scratch(static_cast<size_t>(ck::moe_rank_scratch_ints(P, c.E)) * 4);
+  ASSERT_TRUE(dx.ptr && dids.ptr && dmap.ptr && dperm.ptr && doff.ptr && dinv.ptr && scratch.ptr);
+  CUDA_OK(cudaMemset(scratch.ptr, 0xFF, scratch.bytes));
   CUDA_OK(cudaMemcpy(dx.ptr, x.bytes.data(), x.bytes.size(), cudaMemcpyHostToDevice));
   if (P > 0) CUDA_OK(cudaMemcpy(dids.ptr, ids.data(), ids.size() * 4, cudaMemcpyHostToDevice));
   if (!map.empty())
@@ -130,6 +136,7 @@ void check_permute(const PermuteCase& c) {
   a.top_k = c.K;
   a.num_experts = c.E;
   a.dtype = c.dtype;
+  if (many_blocks) a.rank_scratch = scratch.at<int32_t>(0);
   try {
     ck::launch_moe_pre_permute(a, nullptr);
   } catch (const std::exception& e) {
@@ -178,16 +185,26 @@ TEST(MoEPrePermute, Cases) {
   add({"no_tokens", DType::bfloat16, 0, 8, 16, 64, 0, 0, 0, 16, 0});
   add({"no_experts", DType::bfloat16, 9, 2, 0, 32, 0, 0, 0, 4, 0});
   add({"hidden_0", DType::bfloat16, 9, 2, 4, 0, 0, 0, 0, 4, 0});
-  for (const PermuteCase& c : cases) ASSERT_NO_FATAL_FAILURE(check_permute(c));
+  // Past the 8192 pairs below which one block ranks, with dropped ids and a map; and a partial
+  // last block (of 2048 pairs).
+  add({"blocks_map", DType::bfloat16, 2800, 3, 20, 64, 0, 0, -2, 30, 40});
+  add({"blocks_partial", DType::float16, 1500, 7, 64, 32, 0, 0, 0, 64, 0});
+  for (const PermuteCase& c : cases) {
+    for (const bool many_blocks : {false, true}) {
+      ASSERT_NO_FATAL_FAILURE(check_permute(c, many_blocks));
+    }
+  }
 }
 
 // Ids all equal, or all distinct: the stable order by pair index.
 TEST(MoEPrePermute, Extremes) {
   SKIP_WITHOUT_GPU();
-  ASSERT_NO_FATAL_FAILURE(
-      check_permute({"all_one_expert", DType::bfloat16, 1000, 2, 7, 64, 0, 0, 3, 4, 0, 1}));
-  ASSERT_NO_FATAL_FAILURE(
-      check_permute({"all_dropped", DType::bfloat16, 50, 2, 7, 64, 0, 0, 7, 100, 0, 2}));
+  for (const bool many_blocks : {false, true}) {
+    ASSERT_NO_FATAL_FAILURE(check_permute(
+        {"all_one_expert", DType::bfloat16, 4500, 2, 7, 64, 0, 0, 3, 4, 0, 1}, many_blocks));
+    ASSERT_NO_FATAL_FAILURE(check_permute(
+        {"all_dropped", DType::bfloat16, 4200, 2, 7, 64, 0, 0, 7, 100, 0, 2}, many_blocks));
+  }
 }
 
 TEST(MoEPrePermute, InvalidArguments) {

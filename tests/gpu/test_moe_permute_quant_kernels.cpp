@@ -1,7 +1,8 @@
 // GPU tests of the pre-permute fused with per-token-group FP8 quantization
 // (launch_moe_pre_permute with PrePermuteArgs::permuted_q:
 // src/kernels/moe/moe_gather_quant_cuda.cu, or with the token scratch the tokens quantized first
-// and their rows gathered, where top_k > 1): offsets and inverse equal to the CPU pre-permute's,
+// and their rows gathered, where top_k > 1, and the ranking on many blocks): offsets and inverse
+// equal to the CPU pre-permute's,
 // and codes and scales equal bit for bit to the CPU quantization of the CPU pre-permute's rows
 // (MoEPrePermuteFwdOp then PerTokenGroupQuantFP8FwdOp on the CPU), dropped pairs and zero rows
 // included; the layouts it refuses. Outputs are poisoned with 0xAB bytes. Skipped without CUDA or
@@ -22,6 +23,7 @@
 
 #include "gpu/kernel_test_util.h"
 #include "kernels/moe/moe_cuda.h"
+#include "kernels/moe/moe_rank.h"
 #include "ops/moe_test_inputs.h"
 #include "tileops/core/error.h"
 #include "tileops/ops/moe.h"
@@ -86,6 +88,7 @@ void check_fused(const FusedCase& c, Tensor x, bool tokens_first) {
   DeviceBuffer dq(q.nbytes()), ds(scales.nbytes());
   DeviceBuffer token_q(static_cast<size_t>(c.T * c.H) + 16);
   DeviceBuffer token_s(static_cast<size_t>(c.T * (c.H / c.group)) * 4 + 16);
+  DeviceBuffer rank_scratch(static_cast<size_t>(ck::moe_rank_scratch_ints(c.T * c.K, c.E)) * 4);
   ASSERT_TRUE(dx.ptr && dids.ptr && dmap.ptr && doff.ptr && dinv.ptr && dq.ptr && ds.ptr &&
               token_q.ptr && token_s.ptr)
       << what;
@@ -112,9 +115,10 @@ void check_fused(const FusedCase& c, Tensor x, bool tokens_first) {
   a.permuted_scales = ds.at<float>(0);
   a.quant_group_size = c.group;
   a.quant_eps = c.eps;
-  if (tokens_first) {
+  if (tokens_first) {  // as the op runs it: the ranking's scratch too
     a.token_q = token_q.ptr;
     a.token_scales = token_s.at<float>(0);
+    a.rank_scratch = rank_scratch.at<int32_t>(0);
   }
   try {
     ck::launch_moe_pre_permute(a, nullptr);
@@ -154,15 +158,16 @@ Tensor random_rows(int64_t T, int64_t H, DType dtype, uint64_t seed) {
 
 TEST(MoEPrePermuteQuantKernel, MatchesTheCpuCompositionBitForBit) {
   SKIP_WITHOUT_GPU();
-  for (const FusedCase& c :
-       std::vector<FusedCase>{{1, 8, 256, 7168, 128, DType::bfloat16, false},
-                              {37, 8, 256, 1024, 128, DType::bfloat16, false},
-                              {64, 8, 256, 7168, 128, DType::bfloat16, true},
-                              {33, 2, 8, 512, 64, DType::float32, false},
-                              {17, 4, 16, 256, 128, DType::float16, true},
-                              {5, 1, 4, 96, 32, DType::bfloat16, false},
-                              {9, 3, 8, 64, 8, DType::bfloat16, true},
-                              {12, 2, 4, 256, 128, DType::float32, true, 1e-45}}) {
+  for (const FusedCase& c : std::vector<FusedCase>{
+           {1, 8, 256, 7168, 128, DType::bfloat16, false},
+           {37, 8, 256, 1024, 128, DType::bfloat16, false},
+           {64, 8, 256, 7168, 128, DType::bfloat16, true},
+           {1100, 8, 256, 1024, 128, DType::bfloat16, true},  // many ranking blocks
+           {33, 2, 8, 512, 64, DType::float32, false},
+           {17, 4, 16, 256, 128, DType::float16, true},
+           {5, 1, 4, 96, 32, DType::bfloat16, false},
+           {9, 3, 8, 64, 8, DType::bfloat16, true},
+           {12, 2, 4, 256, 128, DType::float32, true, 1e-45}}) {
     for (const bool tokens_first : {false, true}) {
       ASSERT_NO_FATAL_FAILURE(
           check_fused(c, random_rows(c.T, c.H, c.dtype, 30 + c.T), tokens_first));

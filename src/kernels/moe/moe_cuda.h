@@ -109,8 +109,8 @@ void launch_grouped_gemm(const GroupedGemmArgs& args, const GroupedGemmConfig& c
 // Kept pairs are ordered by (e, p); offsets[e] = number of kept pairs with local id < e. The kept
 // pair of rank i writes permuted[i] = x[t] (bit copy) and inverse[t][k] = i; a dropped pair
 // writes inverse[t][k] = -1; rows permuted[offsets[E] .. T*K-1] are zero-filled. Deterministic.
-// Two kernels: a one-block ranking kernel (writes offsets and inverse) and a row-copy kernel;
-// no scratch memory. num_experts is limited by shared memory (about 50000).
+// A ranking (one block, or three kernels over many blocks with rank_scratch; writes offsets and
+// inverse) and a row-copy kernel. num_experts is limited by shared memory (about 50000).
 // Fused FP8 quantization (MoEPrePermuteQuantFP8FwdOp): with permuted_q set, the second
 // kernel writes, instead of the copy, exactly what launch_token_group_quant_fp8 (quant_cuda.h)
 // makes of the copy: e4m3 codes permuted_q [T*K, H] and float32 scales permuted_scales [T*K,
@@ -147,6 +147,9 @@ struct PrePermuteArgs {
   /// arithmetic); otherwise unused.
   void* token_q = nullptr;
   float* token_scales = nullptr;
+  /// Optional scratch of moe_rank_scratch_ints(T * K, E) int32 (moe_rank.h): the ranking runs on
+  /// many blocks instead of one.
+  int32_t* rank_scratch = nullptr;
 };
 void launch_moe_pre_permute(const PrePermuteArgs& args, void* stream);
 

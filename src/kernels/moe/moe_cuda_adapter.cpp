@@ -1,6 +1,7 @@
 #if TILEOPS_WITH_CUDA
 
 #include "kernels/moe/moe_impls.h"
+#include "kernels/moe/moe_rank.h"
 
 #include <cstdint>
 #include <optional>
@@ -59,6 +60,17 @@ ck::PrePermuteArgs pre_permute_args(const Call& call, const Tensor& x, const Ten
   return args;
 }
 
+/// The multi-block ranking's scratch (PrePermuteArgs::rank_scratch), from the stream-ordered pool
+/// where the ranking takes it; the caller holds it until the launch is enqueued.
+template <class Call>
+Tensor rank_scratch(const Call& call, ck::PrePermuteArgs& args) {
+  const std::int64_t ints = ck::moe_rank_scratch_ints(call.tokens * call.top_k, call.num_experts);
+  if (ints == 0) return {};
+  Tensor scratch = Tensor::empty({ints}, DType::int32, call.device);
+  args.rank_scratch = scratch.data<std::int32_t>();
+  return scratch;
+}
+
 /// The scratch of the quantizing pre-permute's token-first path (PrePermuteArgs::token_q), taken
 /// from the stream-ordered pool when pairs share tokens (Call: a quantizing pre-permute's call).
 /// The caller holds the tensors until the launch is enqueued.
@@ -80,6 +92,7 @@ void MoEPrePermuteCuda::forward(const Tensor& x, const Tensor& ids, const Tensor
                                 const Tensor& inverse) {
   ck::PrePermuteArgs args = pre_permute_args(call_, x, ids, map, offsets, inverse);
   args.permuted = permuted.data_ptr();
+  const Tensor ranking = rank_scratch(call_, args);
   ck::launch_moe_pre_permute(args, cuda_current_stream(call_.device.index));
 }
 
@@ -108,6 +121,7 @@ void MoEPrePermuteQuantCuda::forward(const Tensor& x, const Tensor& ids, const T
     args.quant_eps = eps;
     std::tie(token_q, token_scales) = token_scratch(call_, args);
   }
+  const Tensor ranking = rank_scratch(call_, args);
   ck::launch_moe_pre_permute(args, cuda_current_stream(call_.device.index));
 }
 
@@ -133,6 +147,7 @@ void MoEPrePermuteQuantMaskedCuda::forward(const Tensor& x, const Tensor& ids, c
   args.masked_max_m = call_.max_m;
   args.masked_counts = counts.data<std::int32_t>();
   const auto [token_q, token_scales] = token_scratch(call_, args);
+  const Tensor ranking = rank_scratch(call_, args);
   ck::launch_moe_pre_permute(args, cuda_current_stream(call_.device.index));
 }
 
@@ -145,6 +160,7 @@ void MoEPrePermuteQuantUnfusedCuda::forward(const Tensor& x, const Tensor& ids, 
   ck::PrePermuteArgs args = pre_permute_args(call_, x, ids, map, offsets, inverse);
   args.permuted = permuted.data_ptr();
   void* stream = cuda_current_stream(call_.device.index);
+  const Tensor ranking = rank_scratch(call_, args);
   ck::launch_moe_pre_permute(args, stream);
   ck::TokenGroupQuantArgs quant;
   quant.x = permuted.data_ptr();

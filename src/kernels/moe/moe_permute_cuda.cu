@@ -1,22 +1,13 @@
 // MoE pre-permute (dispatch) and post-permute (combine) kernels (see moe_cuda.h for the
 // semantics).
 //
-// Pre-permute, two kernels and no scratch memory:
-// 1. rank (one block of W warps, W x E counters in shared memory): warp w owns a contiguous
-//    segment of the pairs. Pass 1 counts, per warp, the pairs of each expert (32 pairs at a time;
-//    __match_any_sync groups the lanes of equal expert, the highest lane of each group adds the
-//    group's size). Then, per expert, the counters become the exclusive prefix over the warps,
-//    a block scan over the experts gives offsets (written to expert_offsets), and each counter
-//    gets its expert's offset. Pass 2 walks the segment again in order: the rank of a pair is its
-//    counter plus the lanes below it in its group; the group's highest lane advances the counter.
-//    Ranks are therefore ordered by (expert, pair index): stable and deterministic. The masked
-//    layout (masked_max_m > 0) also writes each expert's count and turns a rank into its row of
-//    the expert's block (the offsets, written before the last __syncthreads, are read back).
+// Pre-permute:
+// 1. rank (moe_rank_cuda.cu): offsets and inverse, ordered by (expert, pair index).
 // 2. gather (a warp per pair): a kept pair copies its token's row to permuted[inverse] with the
 //    widest vector (16, 8, 4 or 2 bytes) the pointers, the stride and the row length allow; pair
 //    p >= offsets[E] also zero-fills row p (rows offsets[E] .. T*K-1). With FP8 quantization and
 //    top_k > 1, the tokens are quantized once (token_group_quant_cuda.cu) and the gather copies
-//    their code rows and scale rows (the tail: codes 0, scales of amax 0); otherwise
+//    their code rows and scale rows (the tail: the quantized zero row); otherwise
 //    moe_gather_quant_cuda.cu's kernel quantizes each pair's row as it gathers it.
 //
 // Post-permute: a thread per (token, 16-byte vector of the row) (scalar when the pointers or the
@@ -25,6 +16,8 @@
 // to T at the end.
 #include "kernels/moe/moe_cuda.h"
 #include "kernels/moe/moe_gather_quant.h"
+#include "kernels/moe/moe_launch_errors.h"
+#include "kernels/moe/moe_rank.h"
 
 #include "kernels/cuda_vectors.cuh"
 #include "kernels/quant/quant_cuda.h"
@@ -45,150 +38,11 @@
 namespace tileops::cuda_kernels {
 namespace {
 
+using moe_launch::check_launch;
 using vec::load_nc;
 using vec::pack;
 using vec::Raw;
 using vec::unpack;
-
-// ---------------------------------------------------------------------------------------------
-// Pre-permute: ranking.
-
-constexpr int kRankMaxWarps = 32;
-constexpr int kRankUnroll = 4;  // groups of 32 pairs whose ids are loaded together
-
-struct RankParams {
-  const int32_t* ids;
-  const int32_t* map;  // nullptr: identity
-  int64_t map_size;
-  int32_t* offsets;
-  int32_t* inverse;
-  int64_t pairs;
-  int64_t segment;  // pairs per warp (a multiple of 32)
-  int E;
-  int max_m;        // > 0: the masked layout (inverse = e * max_m + rank within e, or -1)
-  int32_t* counts;  // [E] with max_m
-};
-
-__device__ __forceinline__ int local_expert(const RankParams& p, int64_t i) {
-  const int32_t g = __ldg(p.ids + i);
-  int e = g;
-  if (p.map != nullptr) e = (g >= 0 && g < p.map_size) ? __ldg(p.map + g) : -1;
-  return (e >= 0 && e < p.E) ? e : -1;
-}
-
-// Exclusive scan of v over the block; `total` gets the block's sum. Every thread must call it.
-__device__ int block_exclusive_scan(int v, int& total, int* warp_sums) {
-  const int lane = static_cast<int>(threadIdx.x & 31u);
-  const int warp = static_cast<int>(threadIdx.x >> 5);
-  const int warps = static_cast<int>(blockDim.x >> 5);
-  int incl = v;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const int y = __shfl_up_sync(0xffffffffu, incl, o);
-    if (lane >= o) incl += y;
-  }
-  if (lane == 31) warp_sums[warp] = incl;
-  __syncthreads();
-  if (warp == 0) {
-    int w = lane < warps ? warp_sums[lane] : 0;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const int y = __shfl_up_sync(0xffffffffu, w, o);
-      if (lane >= o) w += y;
-    }
-    if (lane < warps) warp_sums[lane] = w;
-  }
-  __syncthreads();
-  const int base = warp > 0 ? warp_sums[warp - 1] : 0;
-  total = warp_sums[warps - 1];
-  __syncthreads();  // warp_sums is reused by the next call
-  return base + incl - v;
-}
-
-__global__ void __launch_bounds__(kRankMaxWarps * 32) moe_rank_kernel(const RankParams p) {
-  extern __shared__ int counters[];  // [warps][E]
-  __shared__ int warp_sums[32];
-  const int lane = static_cast<int>(threadIdx.x & 31u);
-  const int warp = static_cast<int>(threadIdx.x >> 5);
-  const int warps = static_cast<int>(blockDim.x >> 5);
-  const int E = p.E;
-  const int64_t total_counters = static_cast<int64_t>(warps) * E;
-  for (int64_t i = threadIdx.x; i < total_counters; i += blockDim.x) counters[i] = 0;
-  __syncthreads();
-
-  int* mine = counters + static_cast<int64_t>(warp) * E;
-  const int64_t begin = static_cast<int64_t>(warp) * p.segment;
-  const int64_t end = min(p.pairs, begin + p.segment);
-  const unsigned lanes_below = (1u << lane) - 1u;
-
-  // Pass 1: counts of this warp's segment.
-  for (int64_t base = begin; base < end; base += 32 * kRankUnroll) {
-    int e[kRankUnroll];
-#pragma unroll
-    for (int u = 0; u < kRankUnroll; ++u) {
-      const int64_t i = base + u * 32 + lane;
-      e[u] = i < end ? local_expert(p, i) : -1;
-    }
-#pragma unroll
-    for (int u = 0; u < kRankUnroll; ++u) {
-      const unsigned peers = __match_any_sync(0xffffffffu, e[u]);
-      if (e[u] >= 0 && lane == 31 - __clz(static_cast<int>(peers))) mine[e[u]] += __popc(peers);
-      __syncwarp();
-    }
-  }
-  __syncthreads();
-
-  // Per expert: exclusive prefix over the warps, then the offsets (block scan over experts).
-  int carry = 0;
-  for (int base = 0; base < E; base += static_cast<int>(blockDim.x)) {
-    const int e = base + static_cast<int>(threadIdx.x);
-    int count = 0;
-    if (e < E) {
-      for (int w = 0; w < warps; ++w) {
-        int* c = counters + static_cast<int64_t>(w) * E + e;
-        const int v = *c;
-        *c = count;
-        count += v;
-      }
-    }
-    int chunk_total = 0;
-    const int excl = block_exclusive_scan(count, chunk_total, warp_sums);
-    if (e < E) {
-      const int off = carry + excl;
-      p.offsets[e] = off;
-      if (p.max_m > 0) p.counts[e] = count;  // the true count, never clamped
-      for (int w = 0; w < warps; ++w) counters[static_cast<int64_t>(w) * E + e] += off;
-    }
-    carry += chunk_total;
-  }
-  if (threadIdx.x == 0) p.offsets[E] = carry;
-  __syncthreads();
-
-  // Pass 2: ranks, in pair order within the segment.
-  for (int64_t base = begin; base < end; base += 32 * kRankUnroll) {
-    int e[kRankUnroll];
-#pragma unroll
-    for (int u = 0; u < kRankUnroll; ++u) {
-      const int64_t i = base + u * 32 + lane;
-      e[u] = i < end ? local_expert(p, i) : -1;
-    }
-#pragma unroll
-    for (int u = 0; u < kRankUnroll; ++u) {
-      const int64_t i = base + u * 32 + lane;
-      const unsigned peers = __match_any_sync(0xffffffffu, e[u]);
-      int rank = -1;
-      if (e[u] >= 0) rank = mine[e[u]] + __popc(peers & lanes_below);
-      __syncwarp();
-      if (e[u] >= 0 && lane == 31 - __clz(static_cast<int>(peers))) mine[e[u]] += __popc(peers);
-      __syncwarp();
-      if (p.max_m > 0 && rank >= 0) {  // offsets were written before the __syncthreads above
-        const int local = rank - p.offsets[e[u]];
-        rank = local < p.max_m ? e[u] * p.max_m + local : -1;
-      }
-      if (i < end) p.inverse[i] = rank;
-    }
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Pre-permute: row gather.
@@ -311,11 +165,6 @@ __global__ void __launch_bounds__(kCombineThreads) moe_combine_kernel(const Comb
 // ---------------------------------------------------------------------------------------------
 // Host side.
 
-[[noreturn]] void throw_cuda(const char* op, cudaError_t err, const char* what) {
-  throw UsageError(std::string(op) + " (CUDA): " + what + ": " + cudaGetErrorName(err) + ": " +
-                   cudaGetErrorString(err));
-}
-
 void check_dtype(const char* op, DType dtype) {
   if (dtype != DType::float32 && dtype != DType::float16 && dtype != DType::bfloat16)
     throw SignatureError(std::string(op) +
@@ -325,23 +174,6 @@ void check_dtype(const char* op, DType dtype) {
 
 bool aligned_to(const void* p, int64_t align) {
   return reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(align) == 0;
-}
-
-void check_launch(const char* op) {
-  if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess)
-    throw_cuda(op, err, "kernel launch");
-}
-
-int max_optin_smem() {
-  int device = 0;
-  if (const cudaError_t err = cudaGetDevice(&device); err != cudaSuccess)
-    throw_cuda("moe_pre_permute", err, "cudaGetDevice");
-  int bytes = 0;
-  if (const cudaError_t err =
-          cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-      err != cudaSuccess)
-    throw_cuda("moe_pre_permute", err, "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin)");
-  return bytes;
 }
 
 template <typename V>
@@ -426,43 +258,18 @@ void launch_moe_pre_permute(const PrePermuteArgs& a, void* stream) {
   const auto st = static_cast<cudaStream_t>(stream);
   const int E = static_cast<int>(a.num_experts);
 
-  // Ranking: one block; as many warps (<= 32) as have counters in 47 KB, or one warp with the
-  // opt-in shared memory for very many experts.
-  // The kernel's static shared memory (warp_sums) counts against the same 48 KB: keep 1 KB.
-  constexpr int64_t kDynamicBudget = 47 * 1024;
-  int warps = kRankMaxWarps;
-  int64_t smem = 0;
-  if (E > 0) {
-    warps = static_cast<int>(std::min<int64_t>(kRankMaxWarps, kDynamicBudget / (4 * int64_t{E})));
-    if (warps < 1) {
-      warps = 1;
-      if (4 * int64_t{E} > max_optin_smem())
-        throw SignatureError("moe_pre_permute (CUDA): too many experts for shared memory: " +
-                             std::to_string(E));
-    }
-    smem = 4 * int64_t{E} * warps;
-  }
-  warps = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(warps, (pairs + 31) / 32)));
-  smem = 4 * int64_t{E} * warps;
-  if (smem > kDynamicBudget) {
-    if (const cudaError_t err = cudaFuncSetAttribute(
-            moe_rank_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-        err != cudaSuccess)
-      throw_cuda(op, err, "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
-  }
-  RankParams r;
+  RankArgs r;
   r.ids = a.topk_ids;
   r.map = a.expert_map;
   r.map_size = a.expert_map != nullptr ? a.map_size : 0;
   r.offsets = a.expert_offsets;
   r.inverse = a.inverse;
   r.pairs = pairs;
-  r.segment = ((pairs + warps - 1) / warps + 31) / 32 * 32;
   r.E = E;
   r.max_m = static_cast<int>(a.masked_max_m);
   r.counts = a.masked_counts;
-  moe_rank_kernel<<<1, warps * 32, static_cast<size_t>(smem), st>>>(r);
-  check_launch(op);
+  r.scratch = a.rank_scratch;
+  launch_moe_rank(r, stream);
 
   // Gather and zero fill (or their quantized rows).
   const int64_t row_bytes = a.hidden * es;
