@@ -68,7 +68,8 @@ void* upload(DeviceBuffer& buf, const Tensor& t) {
 }
 
 /// One launch, quantizing each pair's row as it is gathered or (`tokens_first`, with the scratch
-/// of PrePermuteArgs::token_q) each token once and gathering its codes and scales.
+/// of PrePermuteArgs::token_q, where the launch takes it) each token once and gathering its codes
+/// and scales.
 void check_fused(const FusedCase& c, Tensor x, bool tokens_first) {
   const std::string what = name_of(c) + (tokens_first ? " tokens first" : " fused");
   const int64_t global = c.mapped ? 8 * c.E : c.E;
@@ -163,6 +164,9 @@ TEST(MoEPrePermuteQuantKernel, MatchesTheCpuCompositionBitForBit) {
            {37, 8, 256, 1024, 128, DType::bfloat16, false},
            {64, 8, 256, 7168, 128, DType::bfloat16, true},
            {1100, 8, 256, 1024, 128, DType::bfloat16, true},  // many ranking blocks
+           // Tokens first (no map, >= 4096 pairs), with eps / 448 rounding to 0 in one.
+           {600, 8, 64, 512, 128, DType::bfloat16, false},
+           {520, 8, 16, 256, 128, DType::float32, false, 1e-45},
            {33, 2, 8, 512, 64, DType::float32, false},
            {17, 4, 16, 256, 128, DType::float16, true},
            {5, 1, 4, 96, 32, DType::bfloat16, false},

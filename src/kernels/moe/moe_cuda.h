@@ -142,9 +142,9 @@ struct PrePermuteArgs {
   int64_t masked_max_m = 0;
   int32_t* masked_counts = nullptr;  ///< [E] with masked_max_m
   /// Optional scratch with permuted_q: [T, H] float8_e4m3fn and [T, H / quant_group_size]
-  /// float32. With top_k > 1 and x contiguous, the T tokens are quantized once into it and their
-  /// rows of codes and scales gathered (the same bits, 1/top_k of the quantization's reads and
-  /// arithmetic); otherwise unused.
+  /// float32. Where moe_pre_permute_wants_token_scratch, the T tokens are quantized once into it
+  /// and their rows of codes and scales gathered (the same bits, 1/top_k of the quantization's
+  /// reads and arithmetic); otherwise unused.
   void* token_q = nullptr;
   float* token_scales = nullptr;
   /// Optional scratch of moe_rank_scratch_ints(T * K, E) int32 (moe_rank.h): the ranking runs on
@@ -152,6 +152,11 @@ struct PrePermuteArgs {
   int32_t* rank_scratch = nullptr;
 };
 void launch_moe_pre_permute(const PrePermuteArgs& args, void* stream);
+
+/// Whether the quantizing pre-permute of `args` quantizes the tokens first once given token_q and
+/// token_scales (no expert map, top_k > 1, at least 4096 pairs, x contiguous), so that callers
+/// allocate the scratch only then.
+bool moe_pre_permute_wants_token_scratch(const PrePermuteArgs& args);
 
 /// Why the fused FP8 quantization cannot take rows of `dtype` in groups of `group_size` columns
 /// (the vector layout above; the pointer conditions are the caller's), or nullopt.

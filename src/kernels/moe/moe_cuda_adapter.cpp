@@ -72,11 +72,12 @@ Tensor rank_scratch(const Call& call, ck::PrePermuteArgs& args) {
 }
 
 /// The scratch of the quantizing pre-permute's token-first path (PrePermuteArgs::token_q), taken
-/// from the stream-ordered pool when pairs share tokens (Call: a quantizing pre-permute's call).
+/// from the stream-ordered pool where the launch takes that path (Call: a quantizing
+/// pre-permute's call; args with permuted_q set).
 /// The caller holds the tensors until the launch is enqueued.
 template <class Call>
 std::pair<Tensor, Tensor> token_scratch(const Call& call, ck::PrePermuteArgs& args) {
-  if (call.top_k <= 1 || call.tokens == 0) return {};
+  if (!ck::moe_pre_permute_wants_token_scratch(args)) return {};
   Tensor q = Tensor::empty({call.tokens, call.hidden}, DType::float8_e4m3fn, call.device);
   Tensor scales =
       Tensor::empty({call.tokens, call.hidden / call.group_size}, DType::float32, call.device);

@@ -5,8 +5,9 @@
 // 1. rank (moe_rank_cuda.cu): offsets and inverse, ordered by (expert, pair index).
 // 2. gather (a warp per pair): a kept pair copies its token's row to permuted[inverse] with the
 //    widest vector (16, 8, 4 or 2 bytes) the pointers, the stride and the row length allow; pair
-//    p >= offsets[E] also zero-fills row p (rows offsets[E] .. T*K-1). With FP8 quantization and
-//    top_k > 1, the tokens are quantized once (token_group_quant_cuda.cu) and the gather copies
+//    p >= offsets[E] also zero-fills row p (rows offsets[E] .. T*K-1). With FP8 quantization,
+//    where many pairs share tokens (moe_pre_permute_wants_token_scratch) and the caller gives the
+//    scratch, the tokens are quantized once (token_group_quant_cuda.cu) and the gather copies
 //    their code rows and scale rows (the tail: the quantized zero row); otherwise
 //    moe_gather_quant_cuda.cu's kernel quantizes each pair's row as it gathers it.
 //
@@ -211,15 +212,17 @@ void launch_combine(const CombineParams& c, bool vector_path, cudaStream_t strea
   }
 }
 
-// The tokens' codes go to the scratch first when pairs share tokens and x is contiguous (the
-// token quantization's layout); code rows of whole, aligned words (the tail's fill).
-bool quantize_tokens_first(const PrePermuteArgs& a) {
-  return a.token_q != nullptr && a.token_scales != nullptr && a.top_k > 1 &&
-         (a.tokens <= 1 || a.x_row_stride == a.hidden) && a.hidden % 4 == 0 &&
-         aligned_to(a.token_q, 4) && aligned_to(a.permuted_q, 4);
-}
-
 }  // namespace
+
+bool moe_pre_permute_wants_token_scratch(const PrePermuteArgs& a) {
+  // Only where every pair is kept (no expert map: a rank keeps about 1 / EP of them) and the
+  // pairs are many: 512 pairs take 18 us this way against 14 us fused, 4096 pairs 37.5 us
+  // against 43.8 us (H200, docs/perf/2026-12-02-h200-pre-permute.md). Rows of whole aligned
+  // words (the tail's fill) from a contiguous x (the token quantization's layout).
+  return a.permuted_q != nullptr && a.expert_map == nullptr && a.top_k > 1 &&
+         a.tokens * a.top_k >= 4096 && (a.tokens <= 1 || a.x_row_stride == a.hidden) &&
+         a.hidden % 4 == 0 && aligned_to(a.permuted_q, 4);
+}
 
 void launch_moe_pre_permute(const PrePermuteArgs& a, void* stream) {
   const char* op = "moe_pre_permute";
@@ -284,7 +287,9 @@ void launch_moe_pre_permute(const PrePermuteArgs& a, void* stream) {
   g.pairs = pairs;
   g.top_k = a.top_k;
   g.E = E;
-  if (quantize && !quantize_tokens_first(a)) {
+  const bool tokens_first = quantize && a.token_q != nullptr && a.token_scales != nullptr &&
+                            moe_pre_permute_wants_token_scratch(a);
+  if (quantize && !tokens_first) {
     launch_moe_gather_quant_fp8(a, stream);
     check_launch(op);
     return;
