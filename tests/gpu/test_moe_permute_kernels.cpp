@@ -207,6 +207,45 @@ TEST(MoEPrePermute, Extremes) {
   }
 }
 
+// Which path a launch takes (host decisions, no device needed): the ranking on many blocks from
+// 8193 pairs while a block's counters of E experts fit 47 KB; the tokens quantized first with
+// no expert map, top_k > 1, at least 4096 pairs, a contiguous x and word-aligned code rows.
+TEST(MoEPrePermute, PathChoices) {
+  EXPECT_EQ(ck::moe_rank_scratch_ints(8192, 256), 0);
+  EXPECT_EQ(ck::moe_rank_scratch_ints(8193, 256), 5 * 256);  // blocks of 2048 pairs
+  EXPECT_EQ(ck::moe_rank_scratch_ints(32768, 256), 16 * 256);
+  EXPECT_EQ(ck::moe_rank_scratch_ints(1 << 20, 1504), 512 * 1504);
+  EXPECT_EQ(ck::moe_rank_scratch_ints(1 << 20, 1505), 0);  // 8 warps x 1505 counters > 47 KB
+  EXPECT_EQ(ck::moe_rank_scratch_ints(1 << 20, 0), 0);
+
+  ck::PrePermuteArgs a;
+  a.permuted_q = reinterpret_cast<void*>(std::uintptr_t{0x1000});
+  a.tokens = 512;
+  a.top_k = 8;
+  a.hidden = 7168;
+  a.x_row_stride = 7168;
+  EXPECT_TRUE(ck::moe_pre_permute_wants_token_scratch(a));
+  const auto with = [&](auto change) {
+    ck::PrePermuteArgs b = a;
+    change(b);
+    return ck::moe_pre_permute_wants_token_scratch(b);
+  };
+  EXPECT_FALSE(with([](ck::PrePermuteArgs& b) { b.tokens = 511; }));  // 4088 pairs
+  EXPECT_FALSE(with([](ck::PrePermuteArgs& b) {
+    b.expert_map = reinterpret_cast<const std::int32_t*>(std::uintptr_t{0x2000});
+  }));
+  EXPECT_FALSE(with([](ck::PrePermuteArgs& b) {
+    b.top_k = 1;
+    b.tokens = 8192;
+  }));
+  EXPECT_FALSE(with([](ck::PrePermuteArgs& b) { b.x_row_stride = 7200; }));
+  EXPECT_FALSE(with([](ck::PrePermuteArgs& b) { b.hidden = b.x_row_stride = 7170; }));
+  EXPECT_FALSE(with([](ck::PrePermuteArgs& b) {
+    b.permuted_q = reinterpret_cast<void*>(std::uintptr_t{0x1002});
+  }));
+  EXPECT_FALSE(with([](ck::PrePermuteArgs& b) { b.permuted_q = nullptr; }));
+}
+
 TEST(MoEPrePermute, InvalidArguments) {
   SKIP_WITHOUT_GPU();
   DeviceBuffer buf(1 << 16);
