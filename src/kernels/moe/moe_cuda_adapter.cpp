@@ -73,8 +73,8 @@ Tensor rank_scratch(const Call& call, ck::PrePermuteArgs& args) {
 
 /// The scratch of the quantizing pre-permute's token-first path (PrePermuteArgs::token_q), taken
 /// from the stream-ordered pool where the launch takes that path (Call: a quantizing
-/// pre-permute's call; args with permuted_q set).
-/// The caller holds the tensors until the launch is enqueued.
+/// pre-permute's call; args with permuted_q set); the caller holds it until the launch is
+/// enqueued.
 template <class Call>
 std::pair<Tensor, Tensor> token_scratch(const Call& call, ck::PrePermuteArgs& args) {
   if (!ck::moe_pre_permute_wants_token_scratch(args)) return {};
@@ -112,7 +112,7 @@ void MoEPrePermuteQuantCuda::forward(const Tensor& x, const Tensor& ids, const T
   ck::PrePermuteArgs args = pre_permute_args(call_, source, ids, map, offsets, inverse);
   // No rows to write (no pair or no column): the ranking alone writes offsets and inverse, and
   // the empty outputs' null pointers never reach the quantization's checks.
-  // The tokens' codes and scales, which the kernel gathers when pairs share tokens.
+  // The tokens' codes and scales, which the launch gathers where pairs share tokens.
   Tensor token_q;
   Tensor token_scales;
   if (q.numel() > 0) {
