@@ -111,11 +111,13 @@ void launch_grouped_gemm(const GroupedGemmArgs& args, const GroupedGemmConfig& c
 // writes inverse[t][k] = -1; rows permuted[offsets[E] .. T*K-1] are zero-filled. Deterministic.
 // A ranking (one block, or three kernels over many blocks with rank_scratch; writes offsets and
 // inverse) and a row-copy kernel. num_experts is limited by shared memory (about 50000).
-// Fused FP8 quantization (MoEPrePermuteQuantFP8FwdOp): with permuted_q set, the second
-// kernel writes, instead of the copy, exactly what launch_token_group_quant_fp8 (quant_cuda.h)
-// makes of the copy: e4m3 codes permuted_q [T*K, H] and float32 scales permuted_scales [T*K,
-// H / quant_group_size] (rows past offsets[E]: the quantized zero row, codes 0 and scales
-// float(quant_eps / 448)); `permuted` is not written and may be null. Needs the vector layout:
+// Fused FP8 quantization (MoEPrePermuteQuantFP8FwdOp): with permuted_q set, the launch writes,
+// instead of the copy, exactly what launch_token_group_quant_fp8 (quant_cuda.h) makes of the
+// copy: e4m3 codes permuted_q [T*K, H] and float32 scales permuted_scales [T*K,
+// H / quant_group_size] (rows past offsets[E]: the quantized zero row, scales
+// s = float(quant_eps / 448) and codes of 0 / s: 0, or the NaN code where s is 0), by a gather
+// that quantizes or, with token_q, the tokens quantized once and their rows gathered;
+// `permuted` is not written and may be null. Needs the vector layout:
 // quant_group_size / (16 / element size) a power of two up to 128, x 16-byte aligned with a row
 // stride of whole 16-byte vectors, permuted_q aligned to a vector's codes.
 struct PrePermuteArgs {
