@@ -47,6 +47,8 @@ std::unique_ptr<Op::OpenCall> Op::open_call(std::span<const Tensor> inputs,
                                  *open->guard_);
     open->complete_ = true;
     open->guard_.reset();
+  } else {
+    open->outputs_ = allocate_outputs(*open->call_, open->args());  // the body writes them
   }
   return open;
 }
@@ -61,6 +63,18 @@ std::vector<Tensor> Op::OpenCall::close(std::vector<Tensor> outputs) {
         "{}: close of an open call that is not this thread's innermost running call (close the "
         "calls opened after it first, on the thread that opened them)",
         op_.name()));
+  }
+  // The body writes the outputs it was given, as forward does.
+  const auto& decls = op_.schema().outputs;
+  for (std::size_t i = 0; i < outputs_.size() && i < outputs.size(); ++i) {
+    if (outputs[i].defined() && outputs[i].data_ptr() == outputs_[i].data_ptr() &&
+        outputs[i].shares_storage_with(outputs_[i])) {
+      continue;
+    }
+    throw SignatureError(
+        fmt::format("{}: output '{}': the body did not return the output it "
+                    "was given to write ({}), got {}",
+                    op_.name(), decls[i].name, outputs_[i].str(), outputs[i].str()));
   }
   // The record moves into last_call; a failed check leaves the call to be undone.
   const std::unique_ptr<SignatureCall> call = std::move(call_);

@@ -70,9 +70,10 @@ class Op {
   /// docs/design/torch-boundary.md). Declared below the class.
   class OpenCall;
   /// Opens a call on `inputs` and `outs`, as `call` takes them: steps 1 to 4 (frame, signature
-  /// check, target selection). The caller runs the body, whose sub-op calls on this thread are
-  /// filed under their stages, then closes it. A call that needs no body (nothing to write, or a
-  /// target's kernel serves it) is complete at once: recorded, with its outputs in outputs().
+  /// check, target selection), then the outputs are allocated as for forward. The caller runs the
+  /// body, which writes them and whose sub-op calls on this thread are filed under their stages,
+  /// then closes it. A call that needs no body (nothing to write, or a target's kernel serves it)
+  /// is complete at once, recorded.
   std::unique_ptr<OpenCall> open_call(std::span<const Tensor> inputs,
                                       std::span<const Tensor> outs = {});
 
@@ -251,16 +252,17 @@ class Op::OpenCall {
   OpenCall& operator=(const OpenCall&) = delete;
   ~OpenCall();
 
-  /// True when no body runs: the call is recorded and outputs() holds its outputs.
+  /// True when no body runs (or it was closed): the call is recorded.
   bool complete() const noexcept { return complete_; }
-  /// The outputs of a complete call, in manifest order.
+  /// The outputs, in manifest order: of a complete call, its results; of an open one, the
+  /// tensors the body writes (the caller's `out`, else allocated from the signature).
   const std::vector<Tensor>& outputs() const noexcept { return outputs_; }
   /// The call's record as the signature check made it (valid until closed).
   const SignatureCall& record() const;
-  /// Steps 6 and 7 over the body's outputs (manifest order): the outputs are checked as a
-  /// forward's are, the stages filed, last_call replaced. Returns the outputs. On failure the
-  /// call stays open, to be undone when destroyed. UsageError on a complete or closed call, or
-  /// when a call opened after this one on this thread is still open.
+  /// Steps 6 and 7 over the body's outputs (manifest order), which must be outputs() (else a
+  /// SignatureError): checked as a forward's are, the stages filed, last_call replaced. Returns
+  /// them. On failure the call is left to be undone when destroyed. UsageError on a complete
+  /// call, or while a call opened after this one on this thread is open.
   std::vector<Tensor> close(std::vector<Tensor> outputs);
 
  private:
