@@ -135,6 +135,21 @@ def test_record_holds_the_composites_indices_tensors_and_stages(device: str) -> 
     assert op.held_delegates()[0].last_call == routing
 
 
+def test_a_call_with_nothing_to_write_runs_no_stage_and_is_recorded(device: str) -> None:
+    op = tileops.FusedMoEFwdOp(top_k=2)
+    _, _, w13, w2 = _moe_inputs(device)
+    x = torch.empty(0, H, dtype=torch.bfloat16, device=device)
+    logits = torch.empty(0, 4, device=device)
+    out = torch.empty(0, H, dtype=torch.bfloat16, device=device)
+    assert op(x, logits, w13, w2, out=out) is out
+    y = op(x, logits, w13, w2)
+    assert y.shape == (0, H) and y.dtype == torch.bfloat16 and y.device == x.device
+    call = op.last_call
+    assert call.indices["M"] == "0" and not call.has_out
+    assert call.stages == {"routing": (), "experts": ()}
+    assert op.serving_target is None  # nothing ran, nothing was selected
+
+
 def test_signature_is_the_composites_checked_before_any_stage(device: str) -> None:
     op = tileops.FusedMoEFwdOp(top_k=2)
     x, logits, w13, w2 = _moe_inputs(device)
@@ -150,14 +165,14 @@ def test_signature_is_the_composites_checked_before_any_stage(device: str) -> No
 # ---- delegate_for: stage, class, held twice, the lock ---------------------------------------------
 
 
-def test_delegate_for_refuses_an_unknown_stage(device: str) -> None:
+def test_delegate_for_refuses_an_unknown_stage() -> None:
     op = tileops.FusedMoEFwdOp(top_k=2)
     with pytest.raises(tileops.UsageError, match=r"FusedMoEFwdOp: delegate_for: unknown stage "
                                                  r"'mlp'; delegate_types declares \[routing, experts\]"):
         op.delegate_for("mlp", None)
 
 
-def test_delegate_for_refuses_another_class_than_the_stage_declares(device: str) -> None:
+def test_delegate_for_refuses_another_class_than_the_stage_declares() -> None:
     experts = tileops.FusedMoEExpertsFwdOp()
     held = [d.instance_key for d in experts.held_delegates()]
     post = tileops.MoEPostPermuteFwdOp()
@@ -191,7 +206,7 @@ def test_delegate_for_holds_a_given_instance_as_passed(device: str) -> None:
     assert given.last_call.tensors["topk_ids"].shape == (6, 2)
 
 
-def test_delegate_for_from_threads_holds_one_instance(device: str) -> None:
+def test_delegate_for_from_threads_holds_one_instance() -> None:
     experts = tileops.FusedMoEExpertsFwdOp()
     before = len(experts.held_delegates())
     barrier = threading.Barrier(8)
@@ -220,6 +235,32 @@ def test_a_sub_op_not_held_fails_the_call(device: str) -> None:
     with pytest.raises(tileops.UsageError, match="no call has completed yet"):
         op.last_call
     assert op.serving_target is None  # the call that selected it was undone
+
+
+def test_calls_from_threads_each_run_their_own_open_call(device: str) -> None:
+    # Each thread's open calls are its own: the stages' records are filed under the call of
+    # the thread that ran them.
+    op = tileops.FusedMoEFwdOp(top_k=2, renormalize=True)
+    inputs = {m: _moe_inputs(device, m, 4, seed=m) for m in (3, 5, 8, 13)}
+    want = {m: op(*args) for m, args in inputs.items()}
+    barrier = threading.Barrier(len(inputs))
+    failures: list[str] = []
+
+    def work(m: int) -> None:
+        barrier.wait()
+        for _ in range(10):
+            if not torch.equal(op(*inputs[m]), want[m]):
+                failures.append(f"M={m}: another result")
+
+    threads = [threading.Thread(target=work, args=(m,)) for m in inputs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    call = op.last_call
+    assert call.stages["routing"][0].indices["M"] == call.indices["M"]
+    assert call.stages["experts"][0].tensors["x"].shape[0] == int(call.indices["M"])
 
 
 # ---- undo of a failed call ---------------------------------------------------------------------
