@@ -1,5 +1,6 @@
 // The generic boundary entry: torch tensors in and out without copies, outputs from torch's
 // allocator, tileops on torch's current CUDA stream, tileops errors tagged with their class.
+// The instances it runs are in instances.cpp, the calls of the Python composites in composite.cpp.
 #include "boundary.h"
 
 #include <dlfcn.h>
@@ -7,12 +8,8 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <cstdio>
 #include <memory>
-#include <mutex>
-#include <shared_mutex>
 #include <stdexcept>
-#include <unordered_map>
 #include <utility>
 
 #include <torch/csrc/stable/library.h>
@@ -25,6 +22,8 @@
 #include "tileops/core/error.h"
 #include "tileops/core/storage_source.h"
 #include "tileops/core/tensor.h"
+
+#include "interop.h"
 
 namespace tileops::torch_ext {
 
@@ -109,15 +108,6 @@ st::Device to_torch_device(Device d) {
   return d.is_cpu() ? st::Device(torch::headeronly::DeviceType::CPU)
                     : st::Device(torch::headeronly::DeviceType::CUDA,
                                  static_cast<torch::stable::accelerator::DeviceIndex>(d.index));
-}
-
-// A view of the torch tensor, no copy; the torch handle keeps the memory alive.
-tileops::Tensor wrap(const Tensor& t) {
-  const auto sizes = t.sizes();
-  const auto strides = t.strides();
-  return tileops::Tensor::from_blob(t.data_ptr(), Sizes(sizes.begin(), sizes.end()),
-                                    to_dtype(t.scalar_type()), to_device(t),
-                                    Sizes(strides.begin(), strides.end()), [keep = t] {});
 }
 
 // ---- outputs from torch's allocator -------------------------------------------------------------
@@ -230,29 +220,11 @@ void* torch_current_stream(int device) {
   return stream;
 }
 
-// ---- the instance registry ----------------------------------------------------------------------
-
-struct Registry {
-  std::shared_mutex mutex;
-  std::unordered_map<std::string, std::shared_ptr<Op>> ops;
-};
-
-Registry& registry() {
-  static Registry* r = new Registry;  // never destroyed: ops may outlive static destruction order
-  return *r;
-}
-
-std::shared_ptr<Op> find(const std::string& key) {
-  Registry& r = registry();
-  std::shared_lock lock(r.mutex);
-  const auto it = r.ops.find(key);
-  if (it == r.ops.end()) throw UsageError("tileops: no live op instance has key '" + key + "'");
-  return it->second;
-}
+}  // namespace
 
 // ---- errors -------------------------------------------------------------------------------------
 
-[[noreturn]] void rethrow_tagged() {
+void rethrow_tagged() {
   const auto tagged = [](const char* cls, const std::exception& e) {
     return std::runtime_error(std::string("tileops.") + cls + ": " + e.what());
   };
@@ -279,46 +251,44 @@ std::shared_ptr<Op> find(const std::string& key) {
   }
 }
 
-Value decode(const std::string& text, const std::vector<std::optional<Tensor>>& tensors) {
-  if (text.size() < 2 || text[1] != ':') throw UsageError("tileops: bad parameter encoding");
-  const std::string body = text.substr(2);
-  switch (text[0]) {
-    case 'i':
-      return Value(static_cast<std::int64_t>(std::stoll(body)));
-    case 'f':
-      return Value(std::stod(body));
-    case 'b':
-      return Value(body == "1");
-    case 's':
-      return Value(body);
-    case 'n':
-      return Value(NoneValue{});
-    case 'l': {
-      Sizes list;
-      for (std::size_t at = 0; at < body.size();) {
-        const std::size_t comma = body.find(',', at);
-        list.push_back(std::stoll(body.substr(at, comma - at)));
-        if (comma == std::string::npos) break;
-        at = comma + 1;
-      }
-      return Value(list);
-    }
-    case 't': {
-      const auto& t = tensors.at(std::stoul(body));
-      return t ? Value(wrap(*t)) : Value(NoneValue{});
-    }
-    default:
-      throw UsageError("tileops: bad parameter encoding '" + text + "'");
+// A view of the torch tensor, no copy; the torch handle keeps the memory alive.
+tileops::Tensor wrap(const Tensor& t) {
+  const auto sizes = t.sizes();
+  const auto strides = t.strides();
+  return tileops::Tensor::from_blob(t.data_ptr(), Sizes(sizes.begin(), sizes.end()),
+                                    to_dtype(t.scalar_type()), to_device(t),
+                                    Sizes(strides.begin(), strides.end()), [keep = t] {});
+}
+
+std::vector<Tensor> run_on_torch(const Op& op, std::span<const tileops::Tensor> inputs,
+                                 const std::optional<Tensor>& out, bool out_returned,
+                                 const std::function<std::vector<tileops::Tensor>()>& body) {
+  const auto present = std::find_if(inputs.begin(), inputs.end(),
+                                    [](const tileops::Tensor& t) { return t.defined(); });
+  // Torch's stream for this call on this thread only: threads on other streams do not race.
+  std::optional<ScopedCudaStream> stream;
+  if (present != inputs.end() && present->device().is_cuda()) {
+    const int device = present->device().index;
+    stream.emplace(device, torch_current_stream(device));
   }
+  Allocations allocations;
+  std::vector<tileops::Tensor> results;
+  {
+    const ScopedStorageSource source(&torch_storage, &allocations);
+    results = body();
+  }
+  std::vector<Tensor> returned;
+  returned.reserve(results.size());
+  const auto& decls = op.schema().outputs;
+  for (std::size_t i = 0; i < results.size() && i < decls.size(); ++i) {
+    if (out && decls[i].buffer_out) {  // the caller's buffer
+      if (out_returned) returned.push_back(*out);
+      continue;
+    }
+    returned.push_back(to_torch(results[i], allocations));
+  }
+  return returned;
 }
-
-std::string number(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
-
-}  // namespace
 
 std::vector<Tensor> run_boundary(const std::string& key, std::vector<std::optional<Tensor>> inputs,
                                  std::optional<Tensor> out, std::size_t n_returns) {
@@ -326,32 +296,13 @@ std::vector<Tensor> run_boundary(const std::string& key, std::vector<std::option
     const std::shared_ptr<Op> op = find(key);
     std::vector<tileops::Tensor> ins;
     ins.reserve(inputs.size());
-    std::optional<Device> device;
-    for (const auto& t : inputs) {
-      ins.push_back(t ? wrap(*t) : tileops::Tensor());
-      if (t && !device) device = ins.back().device();
-    }
-    // Torch's stream for this call on this thread only: threads on other streams do not race.
-    std::optional<ScopedCudaStream> stream;
-    if (device && device->is_cuda())
-      stream.emplace(device->index, torch_current_stream(device->index));
+    for (const auto& t : inputs) ins.push_back(t ? wrap(*t) : tileops::Tensor());
     std::vector<tileops::Tensor> outs;
     for (const auto& o : op->schema().outputs) {
       if (o.buffer_out) outs.push_back(out ? wrap(*out) : tileops::Tensor());
     }
-    Allocations allocations;
-    std::vector<tileops::Tensor> results;
-    {
-      const ScopedStorageSource source(&torch_storage, &allocations);
-      results = op->call(ins, outs);
-    }
-    std::vector<Tensor> returned;
-    returned.reserve(n_returns);
-    const auto& decls = op->schema().outputs;
-    for (std::size_t i = 0; i < results.size() && i < decls.size(); ++i) {
-      if (out && decls[i].buffer_out) continue;  // the caller's buffer, not returned
-      returned.push_back(to_torch(results[i], allocations));
-    }
+    std::vector<Tensor> returned =
+        run_on_torch(*op, ins, out, false, [&] { return op->call(ins, outs); });
     if (returned.size() != n_returns) {
       throw UsageError("tileops: " + std::string(op->name()) + " returned " +
                        std::to_string(returned.size()) + " tensors, the schema " +
@@ -389,90 +340,6 @@ std::vector<Tensor> call_native(const std::string& key,
     for (const auto& r : results) out.push_back(to_torch(r, none));
     if (cuda) cuda_synchronize(device->index);
     return out;
-  } catch (const Error&) {
-    rethrow_tagged();
-  }
-}
-
-std::string construct(const std::string& name, const std::vector<std::string>& param_names,
-                      const std::vector<std::string>& param_values,
-                      const std::vector<std::optional<Tensor>>& tensors) {
-  try {
-    if (param_names.size() != param_values.size()) throw UsageError("tileops: bad parameters");
-    ParamMap params;
-    std::optional<std::string> target;
-    for (std::size_t i = 0; i < param_names.size(); ++i) {
-      if (param_names[i] == "target") {
-        target = param_values[i].substr(2);
-        continue;
-      }
-      params.emplace(param_names[i], decode(param_values[i], tensors));
-    }
-    std::shared_ptr<Op> op = make_op(name, params, target ? Target(*target) : Target());
-    std::string key = op->instance_key();
-    Registry& r = registry();
-    std::unique_lock lock(r.mutex);
-    r.ops.emplace(key, std::move(op));
-    return key;
-  } catch (const Error&) {
-    rethrow_tagged();
-  }
-}
-
-std::vector<std::string> query(const std::string& key, const std::string& what) {
-  try {
-    if (what == "release") {
-      Registry& r = registry();
-      std::unique_lock lock(r.mutex);
-      r.ops.erase(key);
-      return {};
-    }
-    const std::shared_ptr<Op> op = find(key);
-    if (what == "last_call") {
-      const SignatureCallPtr call = op->last_call();
-      std::vector<std::string> lines{"device:" + call->device.str(),
-                                     std::string("has_out:") + (call->has_out ? "1" : "0")};
-      const auto& indices = op->schema().indices;
-      for (std::size_t i = 0; i < call->indices.size() && i < indices.size(); ++i) {
-        lines.push_back("index:" + std::string(indices[i].name) + "=" +
-                        value_repr(call->indices[i]));
-      }
-      for (const auto& t : call->tensors) {
-        std::string dims;
-        for (std::size_t d = 0; d < t.shape.size(); ++d)
-          dims += (d ? "," : "") + std::to_string(t.shape[d]);
-        const char* role = t.role == TensorRecord::Role::input    ? "input"
-                           : t.role == TensorRecord::Role::output ? "output"
-                                                                  : "construction";
-        lines.push_back("tensor:" + std::string(t.name) + ":" + role + ":" +
-                        std::string(dtype_name(t.dtype)) + ":" + std::to_string(t.reads) + ":" +
-                        std::to_string(t.writes) + ":" + dims);
-      }
-      for (const int w : call->written) lines.push_back("written:" + std::to_string(w));
-      return lines;
-    }
-    if (what == "roofline") {
-      const Roofline r = op->eval_roofline();
-      return {number(r.flops), number(r.bytes)};
-    }
-    if (what == "request_tune") {
-      op->request_tune();
-      return {};
-    }
-    if (what == "kernel_config") {
-      const auto config = op->kernel_config();
-      return config ? std::vector<std::string>{*config} : std::vector<std::string>{};
-    }
-    if (what == "iter_kernels") {
-      std::vector<std::string> lines;
-      for (const Kernel* k : op->iter_kernels()) lines.push_back(k->config());
-      return lines;
-    }
-    if (what == "serving_target") {
-      const auto t = op->serving_target();
-      return t ? std::vector<std::string>{*t} : std::vector<std::string>{};
-    }
-    throw UsageError("tileops: unknown query '" + what + "'");
   } catch (const Error&) {
     rethrow_tagged();
   }

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <torch/csrc/stable/tensor.h>
@@ -29,9 +30,40 @@ std::string construct(const std::string& name, const std::vector<std::string>& p
                       const std::vector<std::string>& param_values,
                       const std::vector<std::optional<Tensor>>& tensors);
 
-/// Introspection of a registered instance, as lines of text: "last_call", "roofline",
-/// "request_tune", "kernel_config", "iter_kernels", "serving_target", "release".
+/// Introspection of a registered instance, as lines of text: "last_call" (with its stages'
+/// records), "roofline", "request_tune", "kernel_config", "iter_kernels", "serving_target",
+/// "params" (name=encoded value), "held_delegates" (their keys, registered),
+/// "built_entries:<interface>", "release" (of an instance constructed from Python, with the
+/// held sub-ops registered below it).
 std::vector<std::string> query(const std::string& key, const std::string& what);
+
+/// Opens an eager call of the composite registered under `key` (Op::open_call) on `inputs`
+/// (manifest order; nullopt = absent) and `out`. Returns the outputs (manifest order; `out`
+/// itself for the buffer it fills, the others from torch's allocator) and whether the call is
+/// open: then the caller runs the stages, which write those outputs, and closes or aborts it on
+/// this thread. A call that needed no body is complete: the outputs are its results.
+std::tuple<std::vector<Tensor>, bool> open_composite(
+    const std::string& key, const std::vector<std::optional<Tensor>>& inputs,
+    const std::optional<Tensor>& out);
+
+/// Closes this thread's innermost open call, `key`'s, on the outputs the stages wrote (manifest
+/// order; those open_composite returned): checked, the stages filed, recorded. A failed close
+/// undoes the call.
+void close_composite(const std::string& key, const std::vector<Tensor>& outputs);
+
+/// Undoes `key`'s open call on this thread (and any opened after it) as a failed call is undone;
+/// nothing when it is not open.
+void abort_composite(const std::string& key);
+
+/// Op::delegate_for of the instance under `key` by class name: the sub-op held for `stage` and
+/// `identity` ("n:" none, "s:<text>"), built from the encoded parameters (as construct takes
+/// them) or `given` (an instance key; empty for none). Registers it and returns its key.
+std::string hold_delegate(const std::string& key, const std::string& stage,
+                          const std::string& identity, const std::string& op_name,
+                          const std::vector<std::string>& param_names,
+                          const std::vector<std::string>& param_values,
+                          const std::vector<std::optional<Tensor>>& tensors,
+                          const std::string& given);
 
 /// The C++ caller's path, for tests that compare it with the boundary bit for bit: copies the
 /// inputs into tensors tileops allocates, runs the op on tileops' own stream setting (the

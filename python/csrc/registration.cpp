@@ -1,5 +1,5 @@
 // Registers the custom operators of the compile boundary (generated from the manifest into
-// boundary_ops.inc) and the extension's three utility operators, on the LibTorch stable ABI.
+// boundary_ops.inc) and the extension's utility operators, on the LibTorch stable ABI.
 #include <optional>
 #include <string>
 #include <tuple>
@@ -30,6 +30,27 @@ std::vector<std::string> query_op(std::string key, std::string what) {
   return query(key, what);
 }
 
+std::tuple<std::vector<Tensor>, bool> composite_open_op(std::string key,
+                                                        std::vector<std::optional<Tensor>> inputs,
+                                                        std::optional<Tensor> out) {
+  return open_composite(key, inputs, out);
+}
+
+void composite_close_op(std::string key, std::vector<Tensor> outputs) {
+  close_composite(key, outputs);
+}
+
+void composite_abort_op(std::string key) {
+  abort_composite(key);
+}
+
+std::string delegate_for_op(std::string key, std::string stage, std::string identity,
+                            std::string op_name, std::vector<std::string> param_names,
+                            std::vector<std::string> param_values,
+                            std::vector<std::optional<Tensor>> tensors, std::string given) {
+  return hold_delegate(key, stage, identity, op_name, param_names, param_values, tensors, given);
+}
+
 // Benchmarks only (bench/torch_boundary_overhead.py): the schemas of norm_rms_norm_fwd and its
 // _out branch with nothing behind them, so that the dispatcher's own cost of such a call from
 // Python is measured beside ours.
@@ -49,6 +70,13 @@ STABLE_TORCH_LIBRARY(tileops, m) {
   // Construction and introspection run eagerly, outside any graph.
   m.def("_construct(str name, str[] param_names, str[] param_values, Tensor?[] tensors) -> str");
   m.def("_query(str key, str what) -> str[]");
+  // The eager calls of the Python composites and their held sub-ops (composite.cpp).
+  m.def("_composite_open(str key, Tensor?[] inputs, Tensor? out) -> (Tensor[], bool)");
+  m.def("_composite_close(str key, Tensor[] outputs) -> ()");
+  m.def("_composite_abort(str key) -> ()");
+  m.def(
+      "_delegate_for(str key, str stage, str identity, str op_name, str[] param_names, "
+      "str[] param_values, Tensor?[] tensors, str given) -> str");
   // Tests only: the C++ caller's path (tileops' allocator and stream), never traced.
   m.def("_call_native(str key, Tensor?[] inputs) -> Tensor[]");
   // Benchmarks only: the dispatcher's cost of a call with RMSNorm's schemas, nothing behind it.
@@ -73,4 +101,8 @@ STABLE_TORCH_LIBRARY_IMPL(tileops, CUDA, m) {
 STABLE_TORCH_LIBRARY_IMPL(tileops, CompositeExplicitAutograd, m) {
   m.impl("_construct", TORCH_BOX(&construct_op));
   m.impl("_query", TORCH_BOX(&query_op));
+  m.impl("_composite_open", TORCH_BOX(&composite_open_op));
+  m.impl("_composite_close", TORCH_BOX(&composite_close_op));
+  m.impl("_composite_abort", TORCH_BOX(&composite_abort_op));
+  m.impl("_delegate_for", TORCH_BOX(&delegate_for_op));
 }

@@ -2,7 +2,7 @@
 pre-permute and the FP8 MLP (FP8 grouped GEMM, quantize, FP8 grouped GEMM), the result is its
 stages run by hand bit for bit (and the bf16 pre-permute with the MLP quantizing its rows), each
 stage matches a float64 reference fed the stage's own inputs, and compiles (fullgraph) to its stages' nodes; misuse raises the
-composite's rule, as the C++ check words it."""
+composite's rule, from the C++ composite's signature check."""
 
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ def test_fp8_weights_select_the_fp8_mlp_and_match_the_reference(device: str) -> 
     experts = op.held_delegates()[1]
     assert [type(d).__name__ for d in experts.held_delegates()] == [
         "MoEPrePermuteQuantFP8FwdOp", "MoEExpertMLPFwdOp", "MoEExpertMLPFP8FwdOp",
-        "MoEPostPermuteFwdOp"]
+        "MoEExpertMLPFP8MaskedFwdOp", "MoEPostPermuteFwdOp"]
 
     weights, ids = _routing_ref(logits, bias, 4, 4, 2, 2.5)
     w13d, w2d = _dequantized(w13, s13), _dequantized(w2, s2)
@@ -158,9 +158,10 @@ def test_the_fp8_rules_are_signature_errors(device: str) -> None:
     x192, logits192, w13_192, w2_192, _, s13_192, s2_192 = _inputs(device, h=192)
     with pytest.raises(tileops.SignatureError, match=r"\(H % 128 == 0 and F % 128 == 0\)' does not hold"):
         op(x192, logits192, w13_192, w2_192, None, s13_192, s2_192)
-    with pytest.raises(tileops.DTypeError, match="T=float16 W=float8_e4m3fn"):
+    with pytest.raises(tileops.DTypeError,
+                       match=r"FusedMoEFwdOp: dtype combination \{T: float16, W: float8_e4m3fn\} is not allowed"):
         op(x.to(torch.float16), logits, w13, w2, None, s13, s2)
-    # Rules the composite had before FP8 are checked in Python too.
+    # Rules the composite had before FP8: the C++ composite's own signature check.
     with pytest.raises(tileops.SignatureError, match=r"shape rule 'top_k <= E' does not hold"):
         tileops.FusedMoEFwdOp(top_k=9)(x, logits, w13_bf16, w2_bf16)
 
@@ -205,8 +206,8 @@ def test_masked_decode_path_gives_the_contiguous_y_bit_for_bit(device: str) -> N
         torch.testing.assert_close(got, want, rtol=1.6e-2, atol=1.6e-2)
     experts = masked.held_delegates()[1]
     assert [type(d).__name__ for d in experts.held_delegates()] == [
-        "MoEPrePermuteQuantFP8MaskedFwdOp", "MoEExpertMLPFwdOp", "MoEExpertMLPFP8MaskedFwdOp",
-        "MoEPostPermuteFwdOp"]
+        "MoEPrePermuteQuantFP8MaskedFwdOp", "MoEExpertMLPFwdOp", "MoEExpertMLPFP8FwdOp",
+        "MoEExpertMLPFP8MaskedFwdOp", "MoEPostPermuteFwdOp"]
     stages = experts.last_call.stages
     assert len(stages["pre_permute_quant_masked"]) == 1 and stages["pre_permute_quant"] == ()
     assert len(stages["mlp_fp8_masked"]) == 1 and stages["mlp_fp8"] == ()

@@ -1,11 +1,14 @@
-"""The forwards of the composite ops, mirroring the C++ classes (src/ops/moe/moe_composites.cpp).
+"""The wiring of the composite ops, the same as the C++ classes' forwards
+(src/ops/moe/moe_composites.cpp; python/tests/test_composite_rules.py checks that both give the
+same bits and the same stage records).
 
-A composite has no custom operator: its forward calls its stages' ops, so that traced, the
-stages' nodes appear in the graph. Sub-ops settled by the parameters are built at construction
-(held before any tracing, so a cold ``fullgraph=True`` compile never constructs); the
-pre-permute of FusedMoEExpertsFwdOp depends on the call's expert count (and, on the masked
-decode path, its token count) and is built at the first call with that count (call eagerly once
-before compiling).
+The stages are the C++ composite's held sub-ops (CompositeOp.delegate_for asks the C++ instance),
+so that the class and holding rules, the records and the undo are the C++ base class's. Traced,
+each stage's custom operator is a node. Sub-ops settled by the parameters are held at
+construction (before any tracing, so a cold ``fullgraph=True`` compile never builds one), the
+FP8 MLPs of FusedMoEExpertsFwdOp included; its pre-permute depends on the call's expert count
+(and, on the masked decode path, its token count) and is held at the first call with that count
+(call eagerly once before compiling).
 """
 
 from __future__ import annotations
@@ -17,17 +20,13 @@ import torch
 
 from tileops.errors import UsageError
 
-
-def _ops() -> Any:
-    from tileops import ops
-
-    return ops
+# The FP8 MLP's blocks: 1 x 128 activation groups, 128 x 128 weight blocks (manifest/moe.yaml).
+_FP8_BLOCK = 128
 
 
 def _construct_mlp(op: Any) -> None:
-    ops = _ops()
-    op._gate_up = op.delegate_for("gate_up", None, ops.MoEGroupedGemmFwdOp, activation=op._params["activation"])
-    op._down = op.delegate_for("down", None, ops.MoEGroupedGemmFwdOp, activation="none")
+    op._gate_up = op.delegate_for("gate_up", None, activation=op._params["activation"])
+    op._down = op.delegate_for("down", None, activation="none")
 
 
 def _forward_mlp(op: Any, x: torch.Tensor, offsets: torch.Tensor, w13: torch.Tensor,
@@ -36,19 +35,14 @@ def _forward_mlp(op: Any, x: torch.Tensor, offsets: torch.Tensor, w13: torch.Ten
     return op._down(h, offsets, w2, out=out)
 
 
-# The FP8 MLP's blocks: 1 x 128 activation groups, 128 x 128 weight blocks (manifest/moe.yaml).
-_FP8_BLOCK = 128
-
-
 def _construct_mlp_fp8(op: Any) -> None:
-    ops = _ops()
     act = op._params["activation"]
-    op._quantize_x = op.delegate_for("quantize_x", None, ops.PerTokenGroupQuantFP8FwdOp, group_size=_FP8_BLOCK)
-    op._gate_up = op.delegate_for("gate_up", None, ops.MoEGroupedGemmFP8FwdOp, activation=act,
-                                  block_n=_FP8_BLOCK, block_k=_FP8_BLOCK)
-    op._quantize_h = op.delegate_for("quantize_h", None, ops.PerTokenGroupQuantFP8FwdOp, group_size=_FP8_BLOCK)
-    op._down = op.delegate_for("down", None, ops.MoEGroupedGemmFP8FwdOp, activation="none",
-                               block_n=_FP8_BLOCK, block_k=_FP8_BLOCK)
+    op._quantize_x = op.delegate_for("quantize_x", None, group_size=_FP8_BLOCK)
+    op._gate_up = op.delegate_for("gate_up", None, activation=act, block_n=_FP8_BLOCK,
+                                  block_k=_FP8_BLOCK)
+    op._quantize_h = op.delegate_for("quantize_h", None, group_size=_FP8_BLOCK)
+    op._down = op.delegate_for("down", None, activation="none", block_n=_FP8_BLOCK,
+                               block_k=_FP8_BLOCK)
 
 
 def _forward_mlp_fp8(op: Any, x: torch.Tensor, offsets: torch.Tensor, w13: torch.Tensor,
@@ -62,13 +56,12 @@ def _forward_mlp_fp8(op: Any, x: torch.Tensor, offsets: torch.Tensor, w13: torch
 
 
 def _construct_mlp_fp8_masked(op: Any) -> None:
-    ops = _ops()
     act = op._params["activation"]
-    op._gate_up = op.delegate_for("gate_up", None, ops.MoEGroupedGemmFP8MaskedFwdOp, activation=act,
-                                  block_n=_FP8_BLOCK, block_k=_FP8_BLOCK)
-    op._quantize_h = op.delegate_for("quantize_h", None, ops.PerTokenGroupQuantFP8FwdOp, group_size=_FP8_BLOCK)
-    op._down = op.delegate_for("down", None, ops.MoEGroupedGemmFP8MaskedFwdOp, activation="none",
-                               block_n=_FP8_BLOCK, block_k=_FP8_BLOCK)
+    op._gate_up = op.delegate_for("gate_up", None, activation=act, block_n=_FP8_BLOCK,
+                                  block_k=_FP8_BLOCK)
+    op._quantize_h = op.delegate_for("quantize_h", None, group_size=_FP8_BLOCK)
+    op._down = op.delegate_for("down", None, activation="none", block_n=_FP8_BLOCK,
+                               block_k=_FP8_BLOCK)
 
 
 def _forward_mlp_fp8_masked(op: Any, x: torch.Tensor, x_scales: torch.Tensor, counts: torch.Tensor,
@@ -84,59 +77,55 @@ def _forward_mlp_fp8_masked(op: Any, x: torch.Tensor, x_scales: torch.Tensor, co
 
 
 def _construct_experts(op: Any) -> None:
-    ops = _ops()
-    op._mlp = op.delegate_for("mlp", None, ops.MoEExpertMLPFwdOp, activation=op._params["activation"])
-    op._post = op.delegate_for("post_permute", None, ops.MoEPostPermuteFwdOp)
+    act = op._params["activation"]
+    op._mlp = op.delegate_for("mlp", None, activation=act)
+    # The FP8 MLPs' arguments are settled here too, so they are held at construction (issue 27,
+    # item 7): a bf16 model holds two sub-ops it never calls, and nothing is built before a call.
+    op._mlp_fp8 = op.delegate_for("mlp_fp8", None, activation=act)
+    op._mlp_fp8_masked = op.delegate_for("mlp_fp8_masked", None, activation=act)
+    op._post = op.delegate_for("post_permute", None)
 
 
 def _forward_experts(op: Any, x: torch.Tensor, topk_weights: torch.Tensor,
                      topk_ids: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor,
                      expert_map: torch.Tensor | None, w13_scales: torch.Tensor | None,
                      w2_scales: torch.Tensor | None, out: torch.Tensor | None) -> torch.Tensor:
+    # The expert count is known only now: one pre-permute sub-op per count (identity "E=<n>").
     experts = int(w13.shape[0])
     tokens = int(x.shape[0])
-    rows = int(op._params.get("masked_max_rows", 0))
+    rows = int(op._params["masked_max_rows"])
     if w13.dtype == torch.float8_e4m3fn and rows > 0 and tokens * int(topk_ids.shape[1]) <= rows * experts:
         # The masked decode path, by shape only (a CUDA graph replays one route); max_m = M:
         # ids distinct per token give no expert more rows.
         max_m = max(1, tokens)
         pre_masked = op.delegate_for("pre_permute_quant_masked", f"E={experts},max_m={max_m}",
-                                     _ops().MoEPrePermuteQuantFP8MaskedFwdOp, num_experts=experts,
-                                     max_m=max_m, group_size=_FP8_BLOCK)
+                                     num_experts=experts, max_m=max_m, group_size=_FP8_BLOCK)
         a, a_scales, counts, inverse = pre_masked(x, topk_ids, expert_map)
-        mlp = op.delegate_for("mlp_fp8_masked", None, _ops().MoEExpertMLPFP8MaskedFwdOp,
-                              activation=op._params["activation"])
-        h = mlp(a, a_scales, counts, w13, w2, w13_scales, w2_scales)
+        h = op._mlp_fp8_masked(a, a_scales, counts, w13, w2, w13_scales, w2_scales)
         return op._post(h.reshape(experts * max_m, -1), topk_weights, inverse, out=out)
     if w13.dtype == torch.float8_e4m3fn:
-        # The weights' dtype selects the MLP; the FP8 path's sub-ops are held at the first FP8
-        # call. The rows are quantized as they are gathered (no bf16 copy of the M*K rows).
-        pre_quant = op.delegate_for("pre_permute_quant", f"E={experts}",
-                                    _ops().MoEPrePermuteQuantFP8FwdOp, num_experts=experts,
+        # The weights' dtype selects the MLP. The rows are quantized as they are gathered (no
+        # bf16 copy of the M*K rows).
+        pre_quant = op.delegate_for("pre_permute_quant", f"E={experts}", num_experts=experts,
                                     group_size=_FP8_BLOCK)
         xq, xs, offsets, inverse = pre_quant(x, topk_ids, expert_map)
-        mlp = op.delegate_for("mlp_fp8", None, _ops().MoEExpertMLPFP8FwdOp,
-                              activation=op._params["activation"])
-        h = mlp(xq, offsets, w13, w2, w13_scales, w2_scales, xs)
+        h = op._mlp_fp8(xq, offsets, w13, w2, w13_scales, w2_scales, xs)
         return op._post(h, topk_weights, inverse, out=out)
-    pre = op.delegate_for("pre_permute", f"E={experts}", _ops().MoEPrePermuteFwdOp, num_experts=experts)
+    pre = op.delegate_for("pre_permute", f"E={experts}", num_experts=experts)
     permuted, offsets, inverse = pre(x, topk_ids, expert_map)
     h = op._mlp(permuted, offsets, w13, w2)
     return op._post(h, topk_weights, inverse, out=out)
 
 
 def _construct_fused(op: Any) -> None:
-    ops = _ops()
-    p = op._params
-    if p.get("activation") is None:
-        p["activation"] = "silu_and_mul"
+    p = op._params  # as the C++ constructor settled them (activation None -> silu_and_mul)
     op._routing = op.delegate_for(
-        "routing", None, ops.MoETopKRoutingFwdOp, top_k=p["top_k"], scoring=p["scoring"],
-        renormalize=p["renormalize"], routed_scaling_factor=p["routed_scaling_factor"],
-        n_group=p["n_group"], topk_group=p["topk_group"],
+        "routing", None, top_k=p["top_k"], scoring=p["scoring"], renormalize=p["renormalize"],
+        routed_scaling_factor=p["routed_scaling_factor"], n_group=p["n_group"],
+        topk_group=p["topk_group"],
     )
-    op._experts = op.delegate_for("experts", None, ops.FusedMoEExpertsFwdOp, activation=p["activation"],
-                                  masked_max_rows=p.get("masked_max_rows", 0))
+    op._experts = op.delegate_for("experts", None, activation=p["activation"],
+                                  masked_max_rows=p["masked_max_rows"])
 
 
 def _forward_fused(op: Any, x: torch.Tensor, router_logits: torch.Tensor, w13: torch.Tensor,
@@ -160,12 +149,12 @@ _COMPOSITES: dict[str, tuple[Callable[[Any], None], Callable[..., torch.Tensor]]
 def _entry(op: Any) -> tuple[Callable[[Any], None], Callable[..., torch.Tensor]]:
     name = type(op).__name__
     if name not in _COMPOSITES:
-        raise UsageError(f"tileops: composite {name} has no Python forward")
+        raise UsageError(f"tileops: composite {name} has no Python wiring")
     return _COMPOSITES[name]
 
 
 def construct(op: Any) -> None:
-    """Builds the sub-ops the parameters settle."""
+    """Holds the sub-ops the parameters settle."""
     _entry(op)[0](op)
 
 
@@ -175,5 +164,5 @@ def forward(op: Any, inputs: tuple[Any, ...], out: torch.Tensor | None) -> torch
 
 
 def names() -> list[str]:
-    """The composites with a Python forward."""
+    """The composites with a Python wiring."""
     return sorted(_COMPOSITES)

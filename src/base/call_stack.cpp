@@ -1,5 +1,7 @@
 #include "base/call_stack.h"
 
+#include <vector>
+
 namespace tileops::detail {
 namespace {
 thread_local std::vector<CallFrame*> t_frames;
@@ -14,7 +16,12 @@ CallStackGuard::CallStackGuard(CallFrame& frame) : frame_(frame) {
 }
 
 CallStackGuard::~CallStackGuard() {
-  t_frames.pop_back();
+  if (!t_frames.empty() && t_frames.back() == &frame_) {
+    t_frames.pop_back();
+    return;
+  }
+  // An open call (Op::OpenCall) undone before a call opened after it: leave the others in place.
+  std::erase(t_frames, &frame_);
 }
 
 void CallStackGuard::report_to_parent(SignatureCallPtr record) {

@@ -64,54 +64,69 @@ std::vector<Tensor> Op::run_call(const CallArgs& args) {
   try {
     SignatureCall call = check_call(args);  // (2) the generated signature check
     frame.call = &call;
-    std::vector<Tensor> outputs;
-    if (call.writes_nothing()) {
-      outputs = allocate_outputs(call, args);  // (3) nothing to write: results from the signature
-    } else {
-      // (4) Select when unresolved; a failed call on another thread may undo the binding between
-      // two reads, so the state and the builder are read together and selection is retried.
-      BindingSnapshot binding = binding_snapshot();
-      while (binding.state == Binding::unresolved) {
-        bound_here = select_target(call.device) || bound_here;
-        binding = binding_snapshot();
-      }
-      if (binding.state == Binding::target && binding.builder != nullptr) {
-        outputs = run_target_kernel(call, args, *binding.builder);  // (5) the target's kernel
-      } else {
-        outputs = allocate_outputs(call, args);
-        run_forward(call, args, outputs);  // (5) forward
-      }
+    std::optional<std::vector<Tensor>> outputs = run_without_body(call, args, bound_here);
+    if (!outputs) {
+      outputs = allocate_outputs(call, args);
+      run_forward(call, args, *outputs);  // (5) forward
     }
-    check_outputs(call, args, outputs);  // (6)
-    file_stages(call, frame.subcalls);   // (7) record
-    auto record = std::make_shared<const SignatureCall>(std::move(call));
-    frame.call = nullptr;
-    {
-      std::lock_guard lock(last_call_mutex_);
-      last_call_ = record;
-    }
-    guard.report_to_parent(std::move(record));
-    return outputs;
+    return finish_call(std::move(call), args, std::move(*outputs), frame, guard);  // (6), (7)
   } catch (...) {
     if (bound_here) reset_binding();
     throw;
   }
 }
 
-std::vector<Tensor> Op::call(std::span<const Tensor> inputs, std::span<const Tensor> outs) {
-  const auto& decl_inputs = schema().inputs;
+std::optional<std::vector<Tensor>> Op::run_without_body(const SignatureCall& call,
+                                                        const CallArgs& args, bool& bound_here) {
+  if (call.writes_nothing()) {
+    return allocate_outputs(call, args);  // (3) nothing to write: results from the signature
+  }
+  // (4) Select when unresolved; a failed call on another thread may undo the binding between
+  // two reads, so the state and the builder are read together and selection is retried.
+  BindingSnapshot binding = binding_snapshot();
+  while (binding.state == Binding::unresolved) {
+    bound_here = select_target(call.device) || bound_here;
+    binding = binding_snapshot();
+  }
+  if (binding.state == Binding::target && binding.builder != nullptr) {
+    return run_target_kernel(call, args, *binding.builder);  // (5) the target's kernel
+  }
+  return std::nullopt;
+}
+
+std::vector<Tensor> Op::finish_call(SignatureCall call, const CallArgs& args,
+                                    std::vector<Tensor> outputs, detail::CallFrame& frame,
+                                    detail::CallStackGuard& guard) {
+  check_outputs(call, args, outputs);  // (6)
+  file_stages(call, frame.subcalls);   // (7) record
+  auto record = std::make_shared<const SignatureCall>(std::move(call));
+  frame.call = nullptr;
+  {
+    std::lock_guard lock(last_call_mutex_);
+    last_call_ = record;
+  }
+  guard.report_to_parent(std::move(record));
+  return outputs;
+}
+
+std::size_t Op::check_arity(std::size_t n_inputs, std::size_t n_outs) const {
   std::size_t n_buffers = 0;
   for (const auto& o : schema().outputs) n_buffers += o.buffer_out ? 1 : 0;
-  if (inputs.size() > decl_inputs.size()) {
+  if (n_inputs > schema().inputs.size()) {
     throw SignatureError(fmt::format("{}: {} inputs passed, the manifest declares {}", name(),
-                                     inputs.size(), decl_inputs.size()));
+                                     n_inputs, schema().inputs.size()));
   }
-  if (outs.size() > n_buffers) {
+  if (n_outs > n_buffers) {
     throw SignatureError(fmt::format("{}: {} out buffers passed, the manifest declares {}", name(),
-                                     outs.size(), n_buffers));
+                                     n_outs, n_buffers));
   }
+  return n_buffers;
+}
+
+std::vector<Tensor> Op::call(std::span<const Tensor> inputs, std::span<const Tensor> outs) {
+  const std::size_t n_buffers = check_arity(inputs.size(), outs.size());
   static const Tensor kAbsent;
-  std::vector<const Tensor*> in(decl_inputs.size(), &kAbsent);
+  std::vector<const Tensor*> in(schema().inputs.size(), &kAbsent);
   for (std::size_t i = 0; i < inputs.size(); ++i) in[i] = &inputs[i];
   std::vector<const Tensor*> out(n_buffers, &kAbsent);
   for (std::size_t i = 0; i < outs.size(); ++i) out[i] = &outs[i];
@@ -469,12 +484,24 @@ Op* Op::find_held(std::string_view stage, const std::optional<std::string>& iden
   return nullptr;
 }
 
-Op& Op::hold(std::string_view stage, std::optional<std::string> identity, std::shared_ptr<Op> sub) {
+void Op::check_delegate_class(std::string_view stage, std::string_view op_name) const {
   const DelegateType& declared = delegate_type(stage);
-  if (sub->name() != declared.op) {
+  if (op_name != declared.op) {
     throw UsageError(fmt::format("{}: delegate_for: stage '{}' holds {}, got {}", name(), stage,
-                                 declared.op, sub->name()));
+                                 declared.op, op_name));
   }
+}
+
+Op& Op::delegate_for(std::string_view stage, std::optional<std::string> identity,
+                     std::string_view op_name, const ParamMap& params, std::shared_ptr<Op> given) {
+  check_delegate_class(stage, given ? given->name() : op_name);
+  if (Op* held = find_held(stage, identity)) return *held;
+  std::shared_ptr<Op> sub = given ? std::move(given) : make_op(op_name, params, inherited_target());
+  return hold(stage, std::move(identity), std::move(sub));
+}
+
+Op& Op::hold(std::string_view stage, std::optional<std::string> identity, std::shared_ptr<Op> sub) {
+  check_delegate_class(stage, sub->name());
   {
     std::lock_guard lock(delegates_mutex_);
     for (const auto& d : delegates_) {

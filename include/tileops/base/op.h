@@ -32,6 +32,11 @@
 
 namespace tileops {
 
+namespace detail {
+struct CallFrame;
+class CallStackGuard;
+}  // namespace detail
+
 /// The tensors of one call: the manifest inputs in order (an undefined Tensor for an absent
 /// optional input) and one entry per `buffer: out` output (undefined when not passed).
 struct CallArgs {
@@ -60,6 +65,17 @@ class Op {
   /// The dynamic path: inputs in manifest order (undefined Tensor = absent optional), `outs` one
   /// per `buffer: out` output (may be empty). Returns the outputs in manifest order.
   std::vector<Tensor> call(std::span<const Tensor> inputs, std::span<const Tensor> outs = {});
+
+  /// A call whose body runs outside `forward` (the Python composites run their wiring in Python:
+  /// docs/design/torch-boundary.md). Declared below the class.
+  class OpenCall;
+  /// Opens a call on `inputs` and `outs`, as `call` takes them: steps 1 to 4 (frame, signature
+  /// check, target selection), then the outputs are allocated as for forward. The caller runs the
+  /// body, which writes them and whose sub-op calls on this thread are filed under their stages,
+  /// then closes it. A call that needs no body (nothing to write, or a target's kernel serves it)
+  /// is complete at once, recorded.
+  std::unique_ptr<OpenCall> open_call(std::span<const Tensor> inputs,
+                                      std::span<const Tensor> outs = {});
 
   /// The target this instance selected: nullopt before selection (and after an undone one),
   /// "BUILTIN" for the in-tree kernels, else the target's name.
@@ -97,6 +113,15 @@ class Op {
   std::vector<std::string> built_entries(std::string_view interface) const;
   /// Held sub-ops in stage order, then holding order.
   std::vector<Op*> held_delegates() const;
+
+  /// delegate_for by class name, for compositions written outside C++ (the Python composites):
+  /// the sub-op of class `op_name` held for (stage, identity), built once by make_op from
+  /// `params` with this op's target, or `given` (kept with its own target). The same rules as the
+  /// typed form: an unknown stage or a class other than the stage declares (checked before
+  /// anything is held) is a UsageError, as is one instance held under two keys.
+  Op& delegate_for(std::string_view stage, std::optional<std::string> identity,
+                   std::string_view op_name, const ParamMap& params,
+                   std::shared_ptr<Op> given = nullptr);
 
  protected:
   /// Stores the class and the target. The generated base then calls construct().
@@ -169,6 +194,20 @@ class Op {
     bool tune_sent = false;  // its tuning hook was called
   };
   BindingSnapshot binding_snapshot() const;
+  /// Steps 3 to 5 of a call whose body does not run: the outputs when nothing is written or a
+  /// target's kernel serves the call, nullopt when the body must run. Selects the target when
+  /// unresolved; sets `bound_here` when this call bound it.
+  std::optional<std::vector<Tensor>> run_without_body(const SignatureCall& call,
+                                                      const CallArgs& args, bool& bound_here);
+  /// Steps 6 and 7: checks the outputs, files the stages, replaces last_call and reports the
+  /// record to the enclosing call. Returns the outputs.
+  std::vector<Tensor> finish_call(SignatureCall call, const CallArgs& args,
+                                  std::vector<Tensor> outputs, detail::CallFrame& frame,
+                                  detail::CallStackGuard& guard);
+  /// The number of `buffer: out` outputs; SignatureError when more inputs or outs are passed
+  /// than the manifest declares.
+  std::size_t check_arity(std::size_t n_inputs, std::size_t n_outs) const;
+  void check_delegate_class(std::string_view stage, std::string_view op_name) const;
   bool select_target(const Device& device);  // returns true when this call bound the target
   void reset_binding();
   void warn_tune_unreachable();
@@ -202,6 +241,45 @@ class Op {
   std::vector<HeldDelegate> delegates_;
   mutable std::mutex last_call_mutex_;
   SignatureCallPtr last_call_;
+};
+
+/// A call opened by Op::open_call. Close it, or destroy it to undo it as a failed call is undone
+/// (last_call unchanged; a target binding this call made is reset, through the held sub-ops).
+/// Opened, closed and destroyed on one thread, the innermost call first, as nested calls run.
+class Op::OpenCall {
+ public:
+  OpenCall(const OpenCall&) = delete;
+  OpenCall& operator=(const OpenCall&) = delete;
+  ~OpenCall();
+
+  /// True when no body runs (or it was closed): the call is recorded.
+  bool complete() const noexcept { return complete_; }
+  /// The outputs, in manifest order: of a complete call, its results; of an open one, the
+  /// tensors the body writes (the caller's `out`, else allocated from the signature).
+  const std::vector<Tensor>& outputs() const noexcept { return outputs_; }
+  /// The call's record as the signature check made it (valid until closed).
+  const SignatureCall& record() const;
+  /// Steps 6 and 7 over the body's outputs (manifest order), which must be outputs() (else a
+  /// SignatureError): checked as a forward's are, the stages filed, last_call replaced. Returns
+  /// them. On failure the call is left to be undone when destroyed. UsageError on a complete
+  /// call, or while a call opened after this one on this thread is open.
+  std::vector<Tensor> close(std::vector<Tensor> outputs);
+
+ private:
+  friend class Op;
+  OpenCall(Op& op, std::span<const Tensor> inputs, std::span<const Tensor> outs);
+  CallArgs args() const { return CallArgs{inputs_, outs_}; }
+
+  Op& op_;
+  std::vector<Tensor> tensors_;  // the inputs, padded to the manifest's count, then the outs
+  std::vector<const Tensor*> inputs_;
+  std::vector<const Tensor*> outs_;
+  std::unique_ptr<detail::CallFrame> frame_;
+  std::unique_ptr<detail::CallStackGuard> guard_;
+  std::unique_ptr<SignatureCall> call_;
+  std::vector<Tensor> outputs_;
+  bool bound_here_ = false;
+  bool complete_ = false;
 };
 
 // ---- template definitions ------------------------------------------------------------------
