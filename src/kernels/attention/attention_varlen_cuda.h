@@ -34,4 +34,39 @@ struct AttentionVarlenArgs {
   AttentionScores scores;
 };
 
+/// How one launch of the varlen attention kernel is shaped (each value an instantiated kernel;
+/// launch_attention_varlen raises SignatureError for one that is not).
+struct AttentionVarlenConfig {
+  /// Keys per K/V tile: 128 for head dims 64 and 128; 64 or 80 for head dim 256.
+  int block_n = 128;
+  /// K/V stages in shared memory (2).
+  int stages = 2;
+  /// true: the two consumer warpgroups take turns issuing their MMAs (ping-pong), so the softmax
+  /// of one overlaps the other's; false: each issues as soon as its data is there.
+  bool pingpong = true;
+  /// Persistent blocks; 0: one per multiprocessor (never more than there are tiles).
+  int blocks = 0;
+
+  std::string str() const;
+  friend bool operator==(const AttentionVarlenConfig&, const AttentionVarlenConfig&) = default;
+};
+
+/// The default configuration for a head dim and dtype on `device` (a good one for every shape).
+AttentionVarlenConfig attention_varlen_default_config(std::int64_t head_dim, DType dtype,
+                                                      int device);
+
+/// Candidates for tuning; each serves every call of the head dim. The default is first.
+std::vector<AttentionVarlenConfig> attention_varlen_tuning_space(std::int64_t head_dim, DType dtype,
+                                                                 int device);
+
+/// Enqueues the varlen attention forward on `stream` (a cudaStream_t; nullptr: the legacy default
+/// stream) on the current device, which must be a Hopper GPU (compute capability 9.0). Nothing is
+/// launched when total_q or batch is 0. The cu_seqlens contents are never read on the host; a
+/// sequence whose bounds fall outside the tensors reads zeros there and writes nothing outside
+/// out and lse. Raises SignatureError for arguments or a configuration the kernel cannot take
+/// (dtype not float16 / bfloat16, head dim not 64 / 128 / 256, heads_q not a multiple of
+/// heads_kv, q / k / v not 16-byte aligned), UsageError for another device or a CUDA error.
+void launch_attention_varlen(const AttentionVarlenArgs& args, const AttentionVarlenConfig& config,
+                             void* stream);
+
 }  // namespace tileops::cuda_kernels
