@@ -349,7 +349,8 @@ def phase_flex(iters):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
-    ap.add_argument("--phase", required=True, choices=["check", "time", "time-ours", "flex"])
+    ap.add_argument("--phase", required=True,
+                    choices=["check", "check-small", "time", "time-ours", "flex"])
     ap.add_argument("--iters", type=int, default=20)
     a = ap.parse_args()
     print(f"torch {torch.__version__} cudnn {torch.backends.cudnn.version()} "
@@ -360,6 +361,12 @@ def main():
     kern = Kernel(a.lib)
     if a.phase == "check":
         return 0 if phase_check(kern) else 1
+    if a.phase == "check-small":  # for compute-sanitizer: few, small launches
+        ok = check_case(kern, "small", 128, torch.bfloat16, 8, 2, [130, 0, 7], [200, 5, 7], True,
+                        window=60)
+        ok &= check_case(kern, "small", 64, torch.float16, 4, 4, [70], [300], False, softcap=20.0)
+        ok &= check_case(kern, "small", 256, torch.bfloat16, 4, 1, [129], [129], True)
+        return 0 if ok else 1
     phase_time(kern, a.iters, ours_only=a.phase == "time-ours")
     return 0
 
