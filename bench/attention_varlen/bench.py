@@ -38,21 +38,25 @@ class Kernel:
         c = ctypes
         f.argtypes = [c.c_void_p] * 5 + [c.c_void_p, c.c_void_p] + [c.c_int64] * 6 + [
             c.c_int, c.c_float, c.c_int, c.c_int64, c.c_float, c.c_int, c.c_int, c.c_int, c.c_int,
-            c.c_void_p, c.c_char_p, c.c_int]
+            c.c_void_p, c.c_void_p, c.c_char_p, c.c_int]
         f.restype = c.c_int
         self.f = f
         self.err = ctypes.create_string_buffer(1024)
+        self.workspace = None
 
     def __call__(self, q, k, v, cu_q, cu_k, out, lse, causal, window=-1, softcap=0.0, scale=None,
-                 block_n=0, stages=0, pingpong=-1, blocks=0):
+                 block_n=0, stages=0, pingpong=-1, blocks=0, dynamic=True):
         tq, hq, d = q.shape
         tk, hkv, _ = k.shape
         if scale is None:
             scale = 1.0 / math.sqrt(d)
+        if self.workspace is None:
+            self.workspace = torch.full((4,), -7, dtype=torch.int32, device=q.device)
+        ws = self.workspace.data_ptr() if dynamic else None
         rc = self.f(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(),
                     cu_q.data_ptr(), cu_k.data_ptr(), tq, tk, cu_q.numel() - 1, hq, hkv, d,
                     1 if q.dtype == torch.float16 else 0, scale, 1 if causal else 0, window,
-                    softcap, block_n, stages, pingpong, blocks,
+                    softcap, block_n, stages, pingpong, blocks, ws,
                     torch.cuda.current_stream().cuda_stream, self.err, 1024)
         if rc != 0:
             raise RuntimeError(self.err.value.decode())
@@ -169,9 +173,10 @@ def phase_check(kern, quick=False):
                     print(f"FAIL {name} D{d} {dt}: {e}", flush=True)
                     results.append(False)
     # Every configuration of the launch (ping-pong off, both key blocks of D 256, few blocks).
-    for d, cfgs in ((128, [{"pingpong": 0}, {"blocks": 7}]),
-                    (256, [{"block_n": 64}, {"block_n": 64, "pingpong": 0}]),
-                    (64, [{"pingpong": 0}])):
+    for d, cfgs in ((128, [{"pingpong": 0}, {"blocks": 7}, {"dynamic": False},
+                           {"dynamic": False, "blocks": 5}]),
+                    (256, [{"block_n": 64}, {"block_n": 64, "pingpong": 0}, {"dynamic": False}]),
+                    (64, [{"pingpong": 0}, {"dynamic": False}])):
         for cfg in cfgs:
             results.append(check_case(kern, "config", d, torch.bfloat16, 16, 4,
                                       [1000, 31, 2048], [1000, 31, 2048], True, **cfg))
@@ -264,7 +269,7 @@ def phase_time(kern, iters, ours_only=False):
         lse = torch.empty(HQ, b * sq, device="cuda")
         flops = 4.0 * d * HQ * b * pairs(sq, sk, causal)
         res = {}
-        cfgs = [("ours", {}), ("ours pp=0", {"pingpong": 0})]
+        cfgs = [("ours", {}), ("ours pp=0", {"pingpong": 0}), ("ours static", {"dynamic": False})]
         if d == 256:
             cfgs.append(("ours bn64", {"block_n": 64}))
         for name, cfg in cfgs:

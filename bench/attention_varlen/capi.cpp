@@ -35,6 +35,7 @@ extern "C" int tileops_attention_varlen(const void* q, const void* k, const void
   a.scores.causal = causal != 0;
   a.scores.window_left = window_left;
   a.scores.softcap = softcap;
+  a.workspace = workspace;
   cuda_kernels::AttentionVarlenConfig c =
       cuda_kernels::attention_varlen_default_config(head_dim, a.dtype, 0);
   if (block_n > 0) c.block_n = block_n;

@@ -32,6 +32,11 @@ struct AttentionVarlenArgs {
   std::int64_t head_dim = 0;
   DType dtype = DType::bfloat16;
   AttentionScores scores;
+  /// Optional: 4 bytes of device memory, only for this launch (not shared with a launch that
+  /// may run concurrently), which the launch zeroes on its stream and the kernel uses to hand
+  /// out tiles to its blocks as they free up (balanced for causal and varlen work). nullptr:
+  /// a fixed order, a few percent slower on uneven tiles.
+  std::int32_t* workspace = nullptr;
 };
 
 /// How one launch of the varlen attention kernel is shaped (each value an instantiated kernel;

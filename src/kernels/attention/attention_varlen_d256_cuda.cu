@@ -4,7 +4,7 @@
 namespace tileops::cuda_kernels::attention_detail {
 
 bool launch_varlen_d256(const VarlenLaunch& l) {
-  return launch_if<256, 80, 2>(l) || launch_if<256, 64, 2>(l);
+  return launch_if<256, 80, 2, 1>(l) || launch_if<256, 64, 2, 1>(l);
 }
 
 }  // namespace tileops::cuda_kernels::attention_detail

@@ -33,24 +33,32 @@
 namespace tileops::cuda_kernels::attention_detail {
 namespace {
 
-template <int D, int BN, int STAGES>
+template <int D, int BN, int STAGES, int QSTAGES>
 struct VarlenShape {
   static constexpr int kChunks = D / 64;
-  static constexpr int kQBytes = kChunks * kBlockM * 128;
-  static constexpr int kKVBytes = kChunks * BN * 128;
-  static constexpr int kKOffset = kQBytes;
+  static constexpr int kQBytes = kChunks * kBlockM * 128;  // one Q stage
+  static constexpr int kKVBytes = kChunks * BN * 128;      // one K (or V) stage
+  static constexpr int kKOffset = QSTAGES * kQBytes;
   static constexpr int kVOffset = kKOffset + STAGES * kKVBytes;
   static constexpr int kBarOffset = kVOffset + STAGES * kKVBytes;
-  static constexpr int kBarBytes = 8 * (2 + 4 * STAGES);
+  // Q full / empty per Q stage, K and V full / empty per stage, tile full / empty per tile slot,
+  // then the two tile slots (ints).
+  static constexpr int kBarBytes = 8 * (2 * QSTAGES + 4 * STAGES + 4) + 8;
   static constexpr int kSmem = kBarOffset + kBarBytes + 1024;  // + slack to align to 1024
   static constexpr int kThreads = 384;
   static_assert(D == 64 || D == 128 || D == 256, "head dim 64, 128 or 256");
   static_assert(BN % 16 == 0 && BN >= 16 && BN <= 256, "key block: a multiple of 16");
+  static_assert(QSTAGES == 1 || QSTAGES == 2, "one or two Q stages");
   static_assert(kSmem <= 232448, "over the 227 KB of shared memory a block can have");
 };
 
-constexpr int kProducerRegs = 24;
-constexpr int kConsumerRegs = 240;
+// Registers per thread after setmaxnreg (128 x producer + 256 x consumer <= 64512, the block's
+// 168 at launch): the D 256 consumers need 240 for their 128 accumulators; below that the
+// producer gets 32, which its tile walk fits without spilling.
+template <int D>
+constexpr int kProducerRegs = D >= 256 ? 24 : 32;
+template <int D>
+constexpr int kConsumerRegs = D >= 256 ? 240 : 232;
 constexpr int kSchedBarrier = 1;  // + consumer warpgroup index (0 or 1)
 constexpr float kLn2 = 0.693147180559945309f;
 
@@ -63,6 +71,16 @@ using moe_detail::tma_prefetch;
 using moe_detail::wgmma_commit;
 using moe_detail::wgmma_fence;
 using moe_detail::wgmma_wait;
+
+__device__ __forceinline__ void st_shared_s32(uint32_t addr, int v) {
+  asm volatile("st.shared.s32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ int ld_shared_s32(uint32_t addr) {
+  int v;
+  asm volatile("ld.shared.s32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
+  return v;
+}
 
 // mbarrier::wait; built with TILEOPS_ATTENTION_WATCHDOG (test harnesses only), a wait that spins
 // for seconds prints which barrier and traps, so a pipeline bug fails instead of hanging.
@@ -242,12 +260,12 @@ __device__ __forceinline__ void store_rows(const VarlenParams& p, const Tile& t,
 
 #endif  // TILEOPS_MOE_WGMMA_BODY
 
-template <typename T, int D, int BN, int STAGES, bool TRANSFORM>
+template <typename T, int D, int BN, int STAGES, int QSTAGES, bool TRANSFORM>
 __global__ void __launch_bounds__(384, 1)
     attention_varlen_kernel(const __grid_constant__ CUtensorMap map_q,
                             const __grid_constant__ CUtensorMap map_k,
                             const __grid_constant__ CUtensorMap map_v, const VarlenParams p) {
-  using S = VarlenShape<D, BN, STAGES>;
+  using S = VarlenShape<D, BN, STAGES, QSTAGES>;
 #if !TILEOPS_MOE_WGMMA_BODY
   // Compiled for a target without the sm_90a features: never launched there (the host checks
   // the device's compute capability).
@@ -259,13 +277,15 @@ __global__ void __launch_bounds__(384, 1)
   const uint32_t smem_q = base;
   const uint32_t smem_k = base + S::kKOffset;
   const uint32_t smem_v = base + S::kVOffset;
-  const uint32_t bar = base + S::kBarOffset;
-  const uint32_t full_q = bar;
-  const uint32_t empty_q = bar + 8;
-  const uint32_t full_k = bar + 16;
+  const uint32_t full_q = base + S::kBarOffset;
+  const uint32_t empty_q = full_q + 8 * QSTAGES;
+  const uint32_t full_k = empty_q + 8 * QSTAGES;
   const uint32_t empty_k = full_k + 8 * STAGES;
   const uint32_t full_v = empty_k + 8 * STAGES;
   const uint32_t empty_v = full_v + 8 * STAGES;
+  const uint32_t tile_full = empty_v + 8 * STAGES;
+  const uint32_t tile_empty = tile_full + 16;
+  const uint32_t tile_slot = tile_empty + 16;
 
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid >> 5;
@@ -277,22 +297,29 @@ __global__ void __launch_bounds__(384, 1)
   const int block = static_cast<int>(blockIdx.x);
 
   if (tid == 0) {
-    mbarrier::init(full_q, 1);
-    mbarrier::init(empty_q, 8);  // one arrival per consumer warp
+    for (int s = 0; s < QSTAGES; ++s) {
+      mbarrier::init(full_q + 8 * s, 1);
+      mbarrier::init(empty_q + 8 * s, 8);  // one arrival per consumer warp
+    }
     for (int s = 0; s < STAGES; ++s) {
       mbarrier::init(full_k + 8 * s, 1);
       mbarrier::init(empty_k + 8 * s, 8);
       mbarrier::init(full_v + 8 * s, 1);
       mbarrier::init(empty_v + 8 * s, 8);
     }
+    for (int s = 0; s < 2; ++s) {
+      mbarrier::init(tile_full + 8 * s, 1);
+      mbarrier::init(tile_empty + 8 * s, 8);
+    }
     mbarrier::fence_init();
   }
   __syncthreads();
 
   if (wg == 0) {
-    regs_decrease<kProducerRegs>();
+    regs_decrease<kProducerRegs<D>>();
     if (warp != 0) return;
-    // Producer: every lane runs the cursor, lane 0 issues the loads.
+    // Producer: every lane runs the cursor; lane 0 claims tiles, publishes each tile index to
+    // the consumers (two slots) and issues the loads.
     if (lane == 0) {
       tma_prefetch(&map_q);
       tma_prefetch(&map_k);
@@ -302,53 +329,68 @@ __global__ void __launch_bounds__(384, 1)
     Tile t;
     int q_iter = 0;
     int kv_iter = 0;
-    for (int k = 0; cursor.find(p, snake_tile(k, block, grid), t); ++k) {
-      tile_key_blocks<BN>(p, t);
-      if (t.n_end <= t.n_begin) continue;
-      const int hk = t.head / p.group;
-      const int blocks = t.n_end - t.n_begin;
+    int next = block;  // the first tile in both orders
+    for (int k = 0;; ++k) {
       if (lane == 0) {
-        for (int i = 0; i < blocks; ++i) {
-          const int n = t.n_end - 1 - i;
-          const int stage = kv_iter % STAGES;
-          const uint32_t parity = static_cast<uint32_t>((kv_iter / STAGES) & 1) ^ 1u;
-          const int row = t.k0 + n * BN;
-          wait_barrier(empty_k + 8 * stage, parity);
-          mbarrier::arrive_expect_tx(full_k + 8 * stage, S::kKVBytes);
-#pragma unroll
-          for (int c = 0; c < S::kChunks; ++c)
-            tma_load_3d(smem_k + stage * S::kKVBytes + c * BN * 128, &map_k, 64 * c, hk, row,
-                        full_k + 8 * stage);
-          if (i == 0) {
-            // Q after the first K block: the K load is not held up by the previous tile's tail.
-            wait_barrier(empty_q, static_cast<uint32_t>(q_iter & 1) ^ 1u);
-            mbarrier::arrive_expect_tx(full_q, S::kQBytes);
+        const uint32_t j = static_cast<uint32_t>(k & 1);
+        wait_barrier(tile_empty + 8 * j, static_cast<uint32_t>((k >> 1) & 1) ^ 1u);
+        st_shared_s32(tile_slot + 4 * j, next);
+        mbarrier::arrive(tile_full + 8 * j);  // release: the slot's value is visible to waiters
+      }
+      __syncwarp();
+      if (!cursor.find(p, next, t)) break;  // the consumers stop at the same index
+      tile_key_blocks<BN>(p, t);
+      if (t.n_end > t.n_begin) {
+        const int hk = t.head / p.group;
+        const int blocks = t.n_end - t.n_begin;
+        if (lane == 0) {
+          const int qs = q_iter % QSTAGES;
+          const uint32_t q_parity = static_cast<uint32_t>((q_iter / QSTAGES) & 1);
+          for (int i = 0; i < blocks; ++i) {
+            const int n = t.n_end - 1 - i;
+            const int stage = kv_iter % STAGES;
+            const uint32_t parity = static_cast<uint32_t>((kv_iter / STAGES) & 1) ^ 1u;
+            const int row = t.k0 + n * BN;
+            wait_barrier(empty_k + 8 * stage, parity);
+            mbarrier::arrive_expect_tx(full_k + 8 * stage, S::kKVBytes);
 #pragma unroll
             for (int c = 0; c < S::kChunks; ++c)
-              tma_load_3d(smem_q + c * kBlockM * 128, &map_q, 64 * c, t.head,
-                          t.q0 + t.m_block * kBlockM, full_q);
-          }
-          wait_barrier(empty_v + 8 * stage, parity);
-          mbarrier::arrive_expect_tx(full_v + 8 * stage, S::kKVBytes);
+              tma_load_3d(smem_k + stage * S::kKVBytes + c * BN * 128, &map_k, 64 * c, hk, row,
+                          full_k + 8 * stage);
+            if (i == 0) {
+              // Q after the first K block: the K load is not held up by the previous tile.
+              wait_barrier(empty_q + 8 * qs, q_parity ^ 1u);
+              mbarrier::arrive_expect_tx(full_q + 8 * qs, S::kQBytes);
 #pragma unroll
-          for (int c = 0; c < S::kChunks; ++c)
-            tma_load_3d(smem_v + stage * S::kKVBytes + c * BN * 128, &map_v, 64 * c, hk, row,
-                        full_v + 8 * stage);
-          ++kv_iter;
+              for (int c = 0; c < S::kChunks; ++c)
+                tma_load_3d(smem_q + qs * S::kQBytes + c * kBlockM * 128, &map_q, 64 * c, t.head,
+                            t.q0 + t.m_block * kBlockM, full_q + 8 * qs);
+            }
+            wait_barrier(empty_v + 8 * stage, parity);
+            mbarrier::arrive_expect_tx(full_v + 8 * stage, S::kKVBytes);
+#pragma unroll
+            for (int c = 0; c < S::kChunks; ++c)
+              tma_load_3d(smem_v + stage * S::kKVBytes + c * BN * 128, &map_v, 64 * c, hk, row,
+                          full_v + 8 * stage);
+            ++kv_iter;
+          }
         }
-      } else {
-        kv_iter += blocks;
+        ++q_iter;
       }
-      ++q_iter;
-      __syncwarp();
+      if (p.tile_counter != nullptr) {
+        int claimed = 0;
+        if (lane == 0) claimed = grid + atomicAdd(p.tile_counter, 1);
+        next = __shfl_sync(0xffffffffu, claimed, 0);
+      } else {
+        next = snake_tile(k + 1, block, grid);
+      }
     }
   } else {
-    regs_increase<kConsumerRegs>();
+    regs_increase<kConsumerRegs<D>>();
     const int cw = wg - 1;          // consumer warpgroup 0 or 1
     const int w4 = warp & 3;        // warp within it
     const int qc = 2 * (lane & 3);  // first column of this thread in each 8-column group
     const int row_in_tile = 64 * cw + 16 * w4 + (lane >> 2);
-    const uint32_t q_wg = smem_q + static_cast<uint32_t>(cw * 64 * 128);
     const int my_bar = kSchedBarrier + cw;
     const int other_bar = kSchedBarrier + (cw ^ 1);
     const bool pingpong = p.pingpong != 0;
@@ -362,7 +404,16 @@ __global__ void __launch_bounds__(384, 1)
     Tile t;
     int q_iter = 0;
     int kv_iter = 0;
-    for (int k = 0; cursor.find(p, snake_tile(k, block, grid), t); ++k) {
+    for (int k = 0;; ++k) {
+      int index;
+      {
+        const uint32_t j = static_cast<uint32_t>(k & 1);
+        wait_barrier(tile_full + 8 * j, static_cast<uint32_t>((k >> 1) & 1));
+        index = ld_shared_s32(tile_slot + 4 * j);
+        __syncwarp();
+        if (lane == 0) mbarrier::arrive(tile_empty + 8 * j);
+      }
+      if (!cursor.find(p, index, t)) break;
       tile_key_blocks<BN>(p, t);
       const int row0 = t.m_block * kBlockM + row_in_tile;  // this thread's row g (h = 0)
       st.m[0] = st.m[1] = -INFINITY;
@@ -381,8 +432,8 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const long long i = row0 + 8 * h;
-        long long l = p.window_left >= 0 ? i + off - p.window_left : 0;
-        long long u = p.causal ? i + off + 1 : t.sk;
+        const long long l = p.window_left >= 0 ? i + off - p.window_left : 0;
+        const long long u = p.causal ? i + off + 1 : t.sk;
         lo[h] = static_cast<int>(l < 0 ? 0 : (l > t.sk ? t.sk : l));
         hi[h] = static_cast<int>(u < 0 ? 0 : (u > t.sk ? t.sk : u));
       }
@@ -392,7 +443,9 @@ __global__ void __launch_bounds__(384, 1)
       if (p.causal && wg_first + off + 1 < hi_min) hi_min = wg_first + off + 1;
       const long long lo_max = p.window_left >= 0 ? wg_last + off - p.window_left : 0;
 
-      wait_barrier(full_q, static_cast<uint32_t>(q_iter & 1));
+      const int qs = q_iter % QSTAGES;
+      const uint32_t q_wg = smem_q + static_cast<uint32_t>(qs * S::kQBytes + cw * 64 * 128);
+      wait_barrier(full_q + 8 * qs, static_cast<uint32_t>((q_iter / QSTAGES) & 1));
       float scale[2];
       int n = t.n_end - 1;
       {
@@ -409,7 +462,7 @@ __global__ void __launch_bounds__(384, 1)
         __syncwarp();
         if (lane == 0) {
           mbarrier::arrive(empty_k + 8 * stage);
-          if (n == t.n_begin) mbarrier::arrive(empty_q);
+          if (n == t.n_begin) mbarrier::arrive(empty_q + 8 * qs);
         }
         const long long n0 = static_cast<long long>(n) * BN;
         softmax_any<BN, TRANSFORM>(s, p, n * BN, n0 < lo_max || n0 + BN > hi_min, lo, hi, qc, st,
@@ -437,7 +490,7 @@ __global__ void __launch_bounds__(384, 1)
         __syncwarp();
         if (lane == 0) {
           mbarrier::arrive(empty_k + 8 * stage);
-          if (n == t.n_begin) mbarrier::arrive(empty_q);
+          if (n == t.n_begin) mbarrier::arrive(empty_q + 8 * qs);
         }
         const long long n0 = static_cast<long long>(n) * BN;
         softmax_any<BN, TRANSFORM>(s, p, n * BN, n0 < lo_max || n0 + BN > hi_min, lo, hi, qc, st,

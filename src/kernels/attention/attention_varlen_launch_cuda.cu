@@ -217,6 +217,7 @@ void launch_attention_varlen(const AttentionVarlenArgs& a, const AttentionVarlen
                       ? -1
                       : static_cast<int>(std::min<int64_t>(a.scores.window_left, int64_t{1} << 30));
   p.pingpong = config.pingpong ? 1 : 0;
+  p.tile_counter = a.workspace;
   const float scale = a.scores.softmax_scale;
   const bool capped = a.scores.softcap > 0.0f;
   // The plain path keeps the row max of the raw scores, which is the max of the scaled ones only
@@ -240,6 +241,11 @@ void launch_attention_varlen(const AttentionVarlenArgs& a, const AttentionVarlen
   l.blocks = static_cast<int>(std::max<int64_t>(1, std::min(want, max_tiles)));
   l.stream = static_cast<cudaStream_t>(stream);
 
+  if (a.workspace != nullptr) {
+    if (const cudaError_t err = cudaMemsetAsync(a.workspace, 0, sizeof(int32_t), l.stream);
+        err != cudaSuccess)
+      throw_varlen_cuda(err, "cudaMemsetAsync (tile counter)");
+  }
   bool launched = false;
   switch (a.head_dim) {
     case 64:

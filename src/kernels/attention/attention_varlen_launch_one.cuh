@@ -11,10 +11,10 @@
 namespace tileops::cuda_kernels::attention_detail {
 namespace {
 
-template <typename T, int D, int BN, int STAGES, bool TRANSFORM>
+template <typename T, int D, int BN, int STAGES, int QSTAGES, bool TRANSFORM>
 void launch_instance(const VarlenLaunch& l) {
-  using S = VarlenShape<D, BN, STAGES>;
-  const auto kernel = attention_varlen_kernel<T, D, BN, STAGES, TRANSFORM>;
+  using S = VarlenShape<D, BN, STAGES, QSTAGES>;
+  const auto kernel = attention_varlen_kernel<T, D, BN, STAGES, QSTAGES, TRANSFORM>;
   if (const cudaError_t err =
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmem);
       err != cudaSuccess)
@@ -25,22 +25,22 @@ void launch_instance(const VarlenLaunch& l) {
     throw_varlen_cuda(err, "attention_varlen kernel launch");
 }
 
-// The instance of head dim D with block_n BN and STAGES stages for l's dtype and score path;
-// false when (BN, STAGES) is not l's.
-template <int D, int BN, int STAGES>
+// The instance of head dim D with block_n BN, STAGES K/V stages and QSTAGES Q stages for l's
+// dtype and score path; false when (BN, STAGES) is not l's.
+template <int D, int BN, int STAGES, int QSTAGES>
 bool launch_if(const VarlenLaunch& l) {
   if (l.block_n != BN || l.stages != STAGES) return false;
   if (l.dtype == DType::bfloat16) {
     if (l.transform) {
-      launch_instance<__nv_bfloat16, D, BN, STAGES, true>(l);
+      launch_instance<__nv_bfloat16, D, BN, STAGES, QSTAGES, true>(l);
     } else {
-      launch_instance<__nv_bfloat16, D, BN, STAGES, false>(l);
+      launch_instance<__nv_bfloat16, D, BN, STAGES, QSTAGES, false>(l);
     }
   } else {
     if (l.transform) {
-      launch_instance<__half, D, BN, STAGES, true>(l);
+      launch_instance<__half, D, BN, STAGES, QSTAGES, true>(l);
     } else {
-      launch_instance<__half, D, BN, STAGES, false>(l);
+      launch_instance<__half, D, BN, STAGES, QSTAGES, false>(l);
     }
   }
   return true;

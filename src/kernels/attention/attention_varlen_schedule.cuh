@@ -4,9 +4,11 @@
 //
 // Order: sequences in batch order; within a sequence the query blocks from the last (the longest
 // causal work) to the first, and within a block the query heads, fastest, so the heads that share
-// a KV head run side by side and read the same K/V tiles from L2. Block c of G takes, in round r,
-// tile r G + c (r even) or r G + G - 1 - c (r odd): consecutive tiles cost about the same, and the
-// alternating direction cancels what one round gives the low-numbered blocks more than the others.
+// a KV head run side by side and read the same K/V tiles from L2. With a tile counter (the
+// launch's workspace, zeroed before the kernel) block b takes tile b first and then the next
+// unclaimed one (atomicAdd): a block that finishes early takes more, so uneven tile costs
+// (causal, varlen) balance out. Without one, block c of G takes, in round r, tile r G + c (r even)
+// or r G + G - 1 - c (r odd).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -31,8 +33,9 @@ struct VarlenParams {
   float cap_mul;    // TRANSFORM with softcap: softcap * log2(e)
   int softcap_on;   // TRANSFORM: 1 applies cap_mul * tanh(pre_mul * s)
   int causal;
-  int window_left;  // < 0: no window (clamped to 2^30 on the host)
-  int pingpong;     // 1: the consumer warpgroups take turns issuing their wgmma
+  int window_left;    // < 0: no window (clamped to 2^30 on the host)
+  int pingpong;       // 1: the consumer warpgroups take turns issuing their wgmma
+  int* tile_counter;  // zeroed before the launch; nullptr: the static order
 };
 
 struct Tile {
