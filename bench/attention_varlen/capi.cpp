@@ -13,8 +13,8 @@ extern "C" int tileops_attention_varlen(const void* q, const void* k, const void
                                         int64_t heads_q, int64_t heads_kv, int64_t head_dim,
                                         int dtype_f16, float softmax_scale, int causal,
                                         int64_t window_left, float softcap, int block_n, int stages,
-                                        int pingpong, int blocks, void* stream, char* error,
-                                        int error_len) {
+                                        int pingpong, int blocks, int32_t* workspace, void* stream,
+                                        char* error, int error_len) {
   using namespace tileops;
   cuda_kernels::AttentionVarlenArgs a;
   a.q = q;
