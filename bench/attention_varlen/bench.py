@@ -175,8 +175,9 @@ def phase_check(kern, quick=False):
     # Every configuration of the launch (ping-pong off, both key blocks of D 256, few blocks).
     for d, cfgs in ((128, [{"pingpong": 0}, {"blocks": 7}, {"dynamic": False},
                            {"dynamic": False, "blocks": 5}]),
+                    (128, [{"stages": 3}, {"block_n": 176}, {"block_n": 176, "pingpong": 0}]),
                     (256, [{"block_n": 64}, {"block_n": 64, "pingpong": 0}, {"dynamic": False}]),
-                    (64, [{"pingpong": 0}, {"dynamic": False}])):
+                    (64, [{"pingpong": 0}, {"dynamic": False}, {"stages": 3}])):
         for cfg in cfgs:
             results.append(check_case(kern, "config", d, torch.bfloat16, 16, 4,
                                       [1000, 31, 2048], [1000, 31, 2048], True, **cfg))
@@ -272,6 +273,11 @@ def phase_time(kern, iters, ours_only=False):
         cfgs = [("ours", {}), ("ours pp=0", {"pingpong": 0}), ("ours static", {"dynamic": False})]
         if d == 256:
             cfgs.append(("ours bn64", {"block_n": 64}))
+        if d == 128:
+            cfgs += [("ours s3", {"stages": 3}), ("ours bn176", {"block_n": 176}),
+                     ("ours bn176 pp=0", {"block_n": 176, "pingpong": 0})]
+        if d == 64:
+            cfgs.append(("ours s3", {"stages": 3}))
         for name, cfg in cfgs:
             try:
                 t = time_fn(lambda: kern(q, k, v, cq, ck, out, lse, causal, **cfg), fl, iters)
@@ -321,12 +327,34 @@ def phase_time(kern, iters, ours_only=False):
         rows.append((label, flops, res))
         del q, k, v, out, lse
         torch.cuda.empty_cache()
+    # Varlen (ours only: the peers would need padding): causal, six lengths summing to 16384.
+    lens = [4096, 2048, 1024, 512, 6144, 2560]
+    tq = sum(lens)
+    torch.manual_seed(9)
+    q = torch.randn(tq, HQ, 128, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(tq, HKV, 128, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(tq, HKV, 128, device="cuda", dtype=torch.bfloat16)
+    cq = cu(lens, "cuda")
+    out = torch.empty_like(q)
+    lse = torch.empty(HQ, tq, device="cuda")
+    flops = 4.0 * 128 * HQ * sum(pairs(n, n, True) for n in lens)
+    res = {}
+    for name, cfg in (("ours", {}), ("ours static", {"dynamic": False})):
+        t = time_fn(lambda: kern(q, k, v, cq, cq, out, lse, True, **cfg), fl, iters)
+        res[name] = t[0]
+    print(f"{'causal varlen 6 seqs (16384) D128':40s} " + " ".join(
+        f"{n}={ms:.3f}ms/{flops / ms / 1e9:.0f}TF" for n, ms in res.items()), flush=True)
     return rows
 
 
 def phase_flex(iters):
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
+    import torch._dynamo
+
+    torch._dynamo.config.cache_size_limit = 64  # one compile per case, never the eager fallback
+    if hasattr(torch._dynamo.config, "recompile_limit"):
+        torch._dynamo.config.recompile_limit = 64
     fl = Flusher()
     compiled = torch.compile(flex_attention, dynamic=False)
     for label, d, b, sq, sk, causal in CASES:

@@ -36,8 +36,15 @@ extern "C" int tileops_attention_varlen(const void* q, const void* k, const void
   a.scores.window_left = window_left;
   a.scores.softcap = softcap;
   a.workspace = workspace;
-  cuda_kernels::AttentionVarlenConfig c =
-      cuda_kernels::attention_varlen_default_config(head_dim, a.dtype, 0);
+  AttentionVarlenCall call;
+  call.dtype = a.dtype;
+  call.heads_q = heads_q;
+  call.heads_kv = heads_kv;
+  call.head_dim = head_dim;
+  call.causal = causal != 0;
+  call.windowed = window_left >= 0;
+  call.softcapped = softcap > 0.0f;
+  cuda_kernels::AttentionVarlenConfig c = cuda_kernels::attention_varlen_default_config(call, 0);
   if (block_n > 0) c.block_n = block_n;
   if (stages > 0) c.stages = stages;
   if (pingpong >= 0) c.pingpong = pingpong != 0;

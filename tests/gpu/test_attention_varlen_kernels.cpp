@@ -79,6 +79,17 @@ struct AttnProblem {
     for (const int64_t x : v) s += x;
     return s;
   }
+  tileops::AttentionVarlenCall call() const {
+    tileops::AttentionVarlenCall c;
+    c.dtype = dtype;
+    c.heads_q = heads_q;
+    c.heads_kv = heads_kv;
+    c.head_dim = head_dim;
+    c.causal = causal;
+    c.windowed = window_left >= 0;
+    c.softcapped = softcap > 0.0f;
+    return c;
+  }
   std::string describe() const {
     std::ostringstream os;
     os << dtype_str(dtype) << " D " << head_dim << " heads " << heads_q << "/" << heads_kv
@@ -165,7 +176,7 @@ class AttnRunner {
     a.scores.softcap = p_.softcap;
     a.workspace = choice.workspace ? static_cast<int32_t*>(dws_->ptr) : nullptr;
     const AttentionVarlenConfig cfg =
-        choice.config ? *choice.config : attention_varlen_default_config(p_.head_dim, p_.dtype, 0);
+        choice.config ? *choice.config : attention_varlen_default_config(p_.call(), 0);
     const std::string where =
         p_.describe() + " config {" + cfg.str() + "}" + (choice.workspace ? " dynamic" : " static");
     try {
@@ -428,15 +439,35 @@ TEST(AttentionVarlenKernels, ConfigurationsAndSchedules) {
     p.lq = p.lk = {520, 3, 0, 384};
     p.seed = ++seed;
     std::vector<LaunchChoice> choices;
-    for (const AttentionVarlenConfig& c : attention_varlen_tuning_space(d, p.dtype, 0)) {
+    for (const AttentionVarlenConfig& c : attention_varlen_tuning_space(p.call(), 0)) {
       choices.push_back({c, true});
       choices.push_back({c, false});
     }
-    AttentionVarlenConfig few = attention_varlen_default_config(d, p.dtype, 0);
+    AttentionVarlenConfig few = attention_varlen_default_config(p.call(), 0);
     few.blocks = 3;
     choices.push_back({few, true});
     choices.push_back({few, false});
     ASSERT_NO_FATAL_FAILURE(check_problem(p, choices));
+  }
+}
+
+// A few small launches of every head dim (every mask kind among them): the cases
+// compute-sanitizer's memcheck and racecheck run (`--gtest_filter=*SanitizerSmall`).
+TEST(AttentionVarlenKernels, SanitizerSmall) {
+  SKIP_WITHOUT_GPU();
+  uint64_t seed = 300;
+  for (const int64_t d : kHeadDims) {
+    AttnProblem p;
+    p.dtype = d == 64 ? DType::float16 : DType::bfloat16;
+    p.head_dim = d;
+    p.heads_q = 4;
+    p.heads_kv = 2;
+    p.lq = {130, 0, 7};
+    p.lk = {200, 5, 7};
+    p.window_left = d == 128 ? 60 : -1;
+    p.softcap = d == 64 ? 20.0f : 0.0f;
+    p.seed = ++seed;
+    ASSERT_NO_FATAL_FAILURE(check_problem(p));
   }
 }
 
@@ -452,7 +483,11 @@ TEST(AttentionVarlenKernels, ArgumentErrors) {
   a.heads_q = 4;
   a.heads_kv = 2;
   a.head_dim = 96;
-  const AttentionVarlenConfig c = attention_varlen_default_config(128, DType::bfloat16, 0);
+  tileops::AttentionVarlenCall call;
+  call.heads_q = 4;
+  call.heads_kv = 2;
+  call.head_dim = 128;
+  const AttentionVarlenConfig c = attention_varlen_default_config(call, 0);
   auto message = [&](const AttentionVarlenArgs& args, const AttentionVarlenConfig& cfg) {
     try {
       launch_attention_varlen(args, cfg, nullptr);

@@ -42,9 +42,11 @@ struct AttentionVarlenArgs {
 /// How one launch of the varlen attention kernel is shaped (each value an instantiated kernel;
 /// launch_attention_varlen raises SignatureError for one that is not).
 struct AttentionVarlenConfig {
-  /// Keys per K/V tile: 128 for head dims 64 and 128; 64 or 80 for head dim 256.
+  /// Keys per K/V tile: 128 for head dim 64; 128 or 176 for 128; 64 or 80 for 256.
   int block_n = 128;
-  /// K/V stages in shared memory (2).
+  /// K/V stages in shared memory: 2, or 3 with block_n 128 at head dims 64 and 128 (the Q tile
+  /// has two stages where shared memory allows: head dims 64 and 128 with 2 K/V stages and
+  /// block_n 128, and head dim 64 with 3).
   int stages = 2;
   /// true: the two consumer warpgroups take turns issuing their MMAs (ping-pong), so the softmax
   /// of one overlaps the other's; false: each issues as soon as its data is there.
@@ -56,12 +58,11 @@ struct AttentionVarlenConfig {
   friend bool operator==(const AttentionVarlenConfig&, const AttentionVarlenConfig&) = default;
 };
 
-/// The default configuration for a head dim and dtype on `device` (a good one for every shape).
-AttentionVarlenConfig attention_varlen_default_config(std::int64_t head_dim, DType dtype,
-                                                      int device);
+/// The default configuration for the call (head dim, dtype, mask kind) on `device`.
+AttentionVarlenConfig attention_varlen_default_config(const AttentionVarlenCall& call, int device);
 
 /// Candidates for tuning; each serves every call of the head dim. The default is first.
-std::vector<AttentionVarlenConfig> attention_varlen_tuning_space(std::int64_t head_dim, DType dtype,
+std::vector<AttentionVarlenConfig> attention_varlen_tuning_space(const AttentionVarlenCall& call,
                                                                  int device);
 
 /// Enqueues the varlen attention forward on `stream` (a cudaStream_t; nullptr: the legacy default

@@ -25,8 +25,7 @@ std::string AttentionVarlenCuda::config() const {
 
 std::vector<std::string> AttentionVarlenCuda::tuning_space() const {
   std::vector<std::string> out;
-  for (const auto& c :
-       cuda_kernels::attention_varlen_tuning_space(call_.head_dim, call_.dtype, call_.device.index))
+  for (const auto& c : cuda_kernels::attention_varlen_tuning_space(call_, call_.device.index))
     out.push_back(c.str());
   return out;
 }
@@ -58,16 +57,13 @@ void AttentionVarlenCuda::forward(const Tensor& q, const Tensor& k, const Tensor
   void* stream = cuda_current_stream(device);
   const auto config = configs_.choose(
       Shape{args.total_q, args.total_k, args.batch}, tune_requested(),
-      [&] {
-        return cuda_kernels::attention_varlen_default_config(call_.head_dim, call_.dtype, device);
-      },
+      [&] { return cuda_kernels::attention_varlen_default_config(call_, device); },
       [&] {
         // The candidates write out and lse, which the launch below overwrites.
         return tune_among(
             "attention_varlen",
             fmt::format("{}|tq{} tk{} b{}", call_.str(), args.total_q, args.total_k, args.batch),
-            cuda_kernels::attention_varlen_tuning_space(call_.head_dim, call_.dtype, device),
-            device, stream,
+            cuda_kernels::attention_varlen_tuning_space(call_, device), device, stream,
             [&](const auto& c) { cuda_kernels::launch_attention_varlen(args, c, stream); });
       });
   cuda_kernels::launch_attention_varlen(args, config, stream);

@@ -4,7 +4,7 @@
 namespace tileops::cuda_kernels::attention_detail {
 
 bool launch_varlen_d64(const VarlenLaunch& l) {
-  return launch_if<64, 128, 2, 2>(l);
+  return launch_if<64, 128, 2, 2>(l) || launch_if<64, 128, 3, 2>(l);
 }
 
 }  // namespace tileops::cuda_kernels::attention_detail

@@ -53,12 +53,14 @@ struct VarlenShape {
 };
 
 // Registers per thread after setmaxnreg (128 x producer + 256 x consumer <= 64512, the block's
-// 168 at launch): the D 256 consumers need 240 for their 128 accumulators; below that the
-// producer gets 32, which its tile walk fits without spilling.
-template <int D>
-constexpr int kProducerRegs = D >= 256 ? 24 : 32;
-template <int D>
-constexpr int kConsumerRegs = D >= 256 ? 240 : 232;
+// 168 at launch): consumers with more than 64 + 64 accumulators (D 256, or a key block over 128)
+// need 240; otherwise the producer gets 32, which its tile walk fits without spilling.
+template <int D, int BN>
+constexpr bool kWideConsumer = D + BN > 256;
+template <int D, int BN>
+constexpr int kProducerRegs = kWideConsumer<D, BN> ? 24 : 32;
+template <int D, int BN>
+constexpr int kConsumerRegs = kWideConsumer<D, BN> ? 240 : 232;
 constexpr int kSchedBarrier = 1;  // + consumer warpgroup index (0 or 1)
 constexpr float kLn2 = 0.693147180559945309f;
 
@@ -316,7 +318,7 @@ __global__ void __launch_bounds__(384, 1)
   __syncthreads();
 
   if (wg == 0) {
-    regs_decrease<kProducerRegs<D>>();
+    regs_decrease<kProducerRegs<D, BN> >();
     if (warp != 0) return;
     // Producer: every lane runs the cursor; lane 0 claims tiles, publishes each tile index to
     // the consumers (two slots) and issues the loads.
@@ -386,7 +388,7 @@ __global__ void __launch_bounds__(384, 1)
       }
     }
   } else {
-    regs_increase<kConsumerRegs<D>>();
+    regs_increase<kConsumerRegs<D, BN> >();
     const int cw = wg - 1;          // consumer warpgroup 0 or 1
     const int w4 = warp & 3;        // warp within it
     const int qc = 2 * (lane & 3);  // first column of this thread in each 8-column group

@@ -104,9 +104,9 @@ bool aligned16(const void* p) {
 std::vector<std::pair<int, int>> instances(int64_t head_dim) {
   switch (head_dim) {
     case 64:
-      return {{128, 2}};
+      return {{128, 2}, {128, 3}};
     case 128:
-      return {{128, 2}};
+      return {{128, 2}, {128, 3}, {176, 2}};
     case 256:
       return {{80, 2}, {64, 2}};
     default:
@@ -125,10 +125,10 @@ std::string AttentionVarlenConfig::str() const {
          ",pingpong=" + (pingpong ? "1" : "0") + ",blocks=" + std::to_string(blocks);
 }
 
-AttentionVarlenConfig attention_varlen_default_config(int64_t head_dim, DType /*dtype*/,
+AttentionVarlenConfig attention_varlen_default_config(const AttentionVarlenCall& call,
                                                       int /*device*/) {
   AttentionVarlenConfig c;
-  const auto inst = instances(head_dim);
+  const auto inst = instances(call.head_dim);
   if (!inst.empty()) {
     c.block_n = inst.front().first;
     c.stages = inst.front().second;
@@ -136,11 +136,10 @@ AttentionVarlenConfig attention_varlen_default_config(int64_t head_dim, DType /*
   return c;
 }
 
-std::vector<AttentionVarlenConfig> attention_varlen_tuning_space(int64_t head_dim, DType dtype,
+std::vector<AttentionVarlenConfig> attention_varlen_tuning_space(const AttentionVarlenCall& call,
                                                                  int device) {
-  std::vector<AttentionVarlenConfig> out = {
-      attention_varlen_default_config(head_dim, dtype, device)};
-  for (const auto& [bn, stages] : instances(head_dim)) {
+  std::vector<AttentionVarlenConfig> out = {attention_varlen_default_config(call, device)};
+  for (const auto& [bn, stages] : instances(call.head_dim)) {
     for (const bool pp : {true, false}) {
       AttentionVarlenConfig c;
       c.block_n = bn;
