@@ -175,7 +175,6 @@ def phase_check(kern, quick=False):
     # Every configuration of the launch (ping-pong off, both key blocks of D 256, few blocks).
     for d, cfgs in ((128, [{"pingpong": 0}, {"blocks": 7}, {"dynamic": False},
                            {"dynamic": False, "blocks": 5}]),
-                    (128, [{"stages": 3}, {"block_n": 176}, {"block_n": 176, "pingpong": 0}]),
                     (256, [{"block_n": 64}, {"block_n": 64, "pingpong": 0}, {"dynamic": False}]),
                     (64, [{"pingpong": 0}, {"dynamic": False}, {"stages": 3}])):
         for cfg in cfgs:
@@ -273,9 +272,6 @@ def phase_time(kern, iters, ours_only=False):
         cfgs = [("ours", {}), ("ours pp=0", {"pingpong": 0}), ("ours static", {"dynamic": False})]
         if d == 256:
             cfgs.append(("ours bn64", {"block_n": 64}))
-        if d == 128:
-            cfgs += [("ours s3", {"stages": 3}), ("ours bn176", {"block_n": 176}),
-                     ("ours bn176 pp=0", {"block_n": 176, "pingpong": 0})]
         if d == 64:
             cfgs.append(("ours s3", {"stages": 3}))
         for name, cfg in cfgs:

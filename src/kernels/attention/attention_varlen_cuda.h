@@ -42,11 +42,10 @@ struct AttentionVarlenArgs {
 /// How one launch of the varlen attention kernel is shaped (each value an instantiated kernel;
 /// launch_attention_varlen raises SignatureError for one that is not).
 struct AttentionVarlenConfig {
-  /// Keys per K/V tile: 128 for head dim 64; 128 or 176 for 128; 64 or 80 for 256.
+  /// Keys per K/V tile: 128 for head dims 64 and 128; 80 or 64 for head dim 256.
   int block_n = 128;
-  /// K/V stages in shared memory: 2, or 3 with block_n 128 at head dims 64 and 128 (the Q tile
-  /// has two stages where shared memory allows: head dims 64 and 128 with 2 K/V stages and
-  /// block_n 128, and head dim 64 with 3).
+  /// K/V stages in shared memory: 2, or 3 at head dim 64. (The Q tile has two stages at head
+  /// dims 64 and 128, one at 256.)
   int stages = 2;
   /// true: the two consumer warpgroups take turns issuing their MMAs (ping-pong), so the softmax
   /// of one overlaps the other's; false: each issues as soon as its data is there.
@@ -69,9 +68,11 @@ std::vector<AttentionVarlenConfig> attention_varlen_tuning_space(const Attention
 /// stream) on the current device, which must be a Hopper GPU (compute capability 9.0). Nothing is
 /// launched when total_q or batch is 0. The cu_seqlens contents are never read on the host; a
 /// sequence whose bounds fall outside the tensors reads zeros there and writes nothing outside
-/// out and lse. Raises SignatureError for arguments or a configuration the kernel cannot take
-/// (dtype not float16 / bfloat16, head dim not 64 / 128 / 256, heads_q not a multiple of
-/// heads_kv, q / k / v not 16-byte aligned), UsageError for another device or a CUDA error.
+/// out and lse. A key block past a sequence's end reads the next sequence's rows and weighs them
+/// by exactly 0: a NaN / Inf in another sequence's v would propagate (finite inputs never). Raises
+/// SignatureError for arguments or a configuration the kernel cannot take (dtype not float16 /
+/// bfloat16, head dim not 64 / 128 / 256, heads_q not a multiple of heads_kv, q / k / v / out not
+/// 16-byte aligned), UsageError for another device or a CUDA error.
 void launch_attention_varlen(const AttentionVarlenArgs& args, const AttentionVarlenConfig& config,
                              void* stream);
 

@@ -4,8 +4,7 @@
 namespace tileops::cuda_kernels::attention_detail {
 
 bool launch_varlen_d128(const VarlenLaunch& l) {
-  return launch_if<128, 128, 2, 2>(l) || launch_if<128, 128, 3, 1>(l) ||
-         launch_if<128, 176, 2, 1>(l);
+  return launch_if<128, 128, 2, 2>(l);
 }
 
 }  // namespace tileops::cuda_kernels::attention_detail

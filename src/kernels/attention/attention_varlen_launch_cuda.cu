@@ -106,7 +106,7 @@ std::vector<std::pair<int, int>> instances(int64_t head_dim) {
     case 64:
       return {{128, 2}, {128, 3}};
     case 128:
-      return {{128, 2}, {128, 3}, {176, 2}};
+      return {{128, 2}};
     case 256:
       return {{80, 2}, {64, 2}};
     default:

@@ -1,7 +1,7 @@
 // Internal: the Hopper PTX wrappers the attention kernels need beyond the shared ones
 // (kernels/moe/wgmma_common.cuh: TMA prefetch, wgmma fences and waits, K-major descriptors, the
 // accumulator operand lists; kernels/cuda_mbarrier.cuh: mbarriers): 3D TMA loads, the MN-major
-// shared-memory descriptor of V, wgmma with B from shared memory for N = 64, 80, 128, 176 and with
+// shared-memory descriptor of V, wgmma with B from shared memory for N = 64, 80, 128 and with
 // A from registers (P) and a transposed (MN-major) B for N = 64, 128, 256, named barriers and
 // register reallocation. Compiled only where TILEOPS_MOE_WGMMA_BODY is 1 (host and sm_90a).
 #pragma once
@@ -101,15 +101,9 @@ __device__ __forceinline__ void fence_u32(uint32_t (&a)[R]) {
   "%81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, "    \
   "%98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, " \
   "%113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-#define TILEOPS_ATT_PH88                                                                    \
-  TILEOPS_WGMMA_R64                                                                         \
-  ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, " \
-  "%81, %82, %83, %84, %85, %86, %87"
 #define TILEOPS_ATT_ACC32 \
   TILEOPS_WGMMA_D8(0), TILEOPS_WGMMA_D8(8), TILEOPS_WGMMA_D8(16), TILEOPS_WGMMA_D8(24)
 #define TILEOPS_ATT_ACC40 TILEOPS_ATT_ACC32, TILEOPS_WGMMA_D8(32)
-#define TILEOPS_ATT_ACC88 \
-  TILEOPS_WGMMA_D64, TILEOPS_WGMMA_D8(64), TILEOPS_WGMMA_D8(72), TILEOPS_WGMMA_D8(80)
 #define TILEOPS_ATT_ACC128                                                                      \
   TILEOPS_WGMMA_D64, TILEOPS_WGMMA_D8(64), TILEOPS_WGMMA_D8(72), TILEOPS_WGMMA_D8(80),          \
       TILEOPS_WGMMA_D8(88), TILEOPS_WGMMA_D8(96), TILEOPS_WGMMA_D8(104), TILEOPS_WGMMA_D8(112), \
@@ -153,7 +147,6 @@ struct WgmmaRS;
   TILEOPS_ATT_SS_SPEC(CT, TY, 64, 32, TILEOPS_ATT_PH32, TILEOPS_ATT_ACC32, "%32", "%33", "%34");   \
   TILEOPS_ATT_SS_SPEC(CT, TY, 80, 40, TILEOPS_ATT_PH40, TILEOPS_ATT_ACC40, "%40", "%41", "%42");   \
   TILEOPS_ATT_SS_SPEC(CT, TY, 128, 64, TILEOPS_WGMMA_R64, TILEOPS_WGMMA_D64, "%64", "%65", "%66"); \
-  TILEOPS_ATT_SS_SPEC(CT, TY, 176, 88, TILEOPS_ATT_PH88, TILEOPS_ATT_ACC88, "%88", "%89", "%90");  \
   TILEOPS_ATT_RS_SPEC(CT, TY, 64, 32, TILEOPS_ATT_PH32, TILEOPS_ATT_ACC32, "%32, %33, %34, %35",   \
                       "%36", "%37");                                                               \
   TILEOPS_ATT_RS_SPEC(CT, TY, 128, 64, TILEOPS_WGMMA_R64, TILEOPS_WGMMA_D64, "%64, %65, %66, %67", \
