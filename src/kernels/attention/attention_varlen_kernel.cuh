@@ -1,0 +1,535 @@
+// Internal: the Hopper varlen attention forward kernel (FlashAttention-3 structure). The host side
+// (tensor maps, instantiations, launch) is attention_varlen_launch_cuda.cu and the per-head-dim
+// files attention_varlen_d*_cuda.cu; the design: docs/design/attention-kernels.md.
+//
+// Block of 384 threads: warpgroup 0 is the producer (its first warp's lane 0 issues the TMA
+// loads; 24 registers after setmaxnreg), warpgroups 1 and 2 are consumers (240 registers), each
+// owning 64 of the tile's 128 query rows. Shared memory: the Q tile [128 x D] and STAGES stages
+// of K [BN x D] and V [BN x D], each as D / 64 column chunks of rows of 128 bytes in the 128-byte
+// swizzle (what TMA writes and the wgmma descriptors read). mbarriers: Q full / empty, and per
+// stage K full / empty and V full / empty (separate, so S = Q K^T starts before V lands).
+//
+// Consumer warpgroup, per tile (key blocks from the last to the first; the first one visited
+// alone, then each step): issue S_n = Q K_n^T (SS wgmma, K-major) and O += P_{n+1} V_{n+1} (RS
+// wgmma: P from registers, V MN-major), wait for S_n only, release K_n, mask (boundary blocks
+// only), online softmax in fp32 (exp2 with the scale folded into one FFMA), wait for the PV,
+// release V_{n+1}, rescale O, convert P_n. The softmax of block n runs while the tensor cores do
+// the PV of block n + 1 (intra-warpgroup overlap); with pingpong the two warpgroups take turns
+// issuing (named barriers 1 and 2), so one's softmax overlaps the other's GEMMs. Epilogue: O / l
+// and lse from registers, rows past the sequence never written.
+#pragma once
+
+#include "kernels/attention/attention_varlen_schedule.cuh"
+#include "kernels/attention/attention_wgmma.cuh"
+#include "kernels/cuda_mbarrier.cuh"
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace tileops::cuda_kernels::attention_detail {
+namespace {
+
+template <int D, int BN, int STAGES, int QSTAGES>
+struct VarlenShape {
+  static constexpr int kChunks = D / 64;
+  static constexpr int kQBytes = kChunks * kBlockM * 128;  // one Q stage
+  static constexpr int kKVBytes = kChunks * BN * 128;      // one K (or V) stage
+  static constexpr int kKOffset = QSTAGES * kQBytes;
+  static constexpr int kVOffset = kKOffset + STAGES * kKVBytes;
+  static constexpr int kBarOffset = kVOffset + STAGES * kKVBytes;
+  // Q full / empty per Q stage, K and V full / empty per stage, tile full / empty per tile slot,
+  // then the two tile slots (ints).
+  static constexpr int kBarBytes = 8 * (2 * QSTAGES + 4 * STAGES + 4) + 8;
+  static constexpr int kSmem = kBarOffset + kBarBytes + 1024;  // + slack to align to 1024
+  static constexpr int kThreads = 384;
+  static_assert(D == 64 || D == 128 || D == 256, "head dim 64, 128 or 256");
+  static_assert(BN % 16 == 0 && BN >= 16 && BN <= 256, "key block: a multiple of 16");
+  static_assert(QSTAGES == 1 || QSTAGES == 2, "one or two Q stages");
+  static_assert(kSmem <= 232448, "over the 227 KB of shared memory a block can have");
+};
+
+// Registers per thread after setmaxnreg (128 x producer + 256 x consumer <= 64512, the block's
+// 168 at launch): consumers with more than 64 + 64 accumulators (D 256, or a key block over 128)
+// need 240; otherwise the producer gets 32, which its tile walk fits without spilling.
+template <int D, int BN>
+constexpr bool kWideConsumer = D + BN > 256;
+template <int D, int BN>
+constexpr int kProducerRegs = kWideConsumer<D, BN> ? 24 : 32;
+template <int D, int BN>
+constexpr int kConsumerRegs = kWideConsumer<D, BN> ? 240 : 232;
+constexpr int kSchedBarrier = 1;  // + consumer warpgroup index (0 or 1)
+constexpr float kLn2 = 0.693147180559945309f;
+
+#if TILEOPS_MOE_WGMMA_BODY
+
+using moe_detail::fence_regs;
+using moe_detail::pack2;
+using moe_detail::smem_desc;
+using moe_detail::tma_prefetch;
+using moe_detail::wgmma_commit;
+using moe_detail::wgmma_fence;
+using moe_detail::wgmma_wait;
+
+__device__ __forceinline__ void st_shared_s32(uint32_t addr, int v) {
+  asm volatile("st.shared.s32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ int ld_shared_s32(uint32_t addr) {
+  int v;
+  asm volatile("ld.shared.s32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
+  return v;
+}
+
+// mbarrier::wait; built with TILEOPS_ATTENTION_WATCHDOG (test harnesses only), a wait that spins
+// for seconds prints which barrier and traps, so a pipeline bug fails instead of hanging.
+__device__ __forceinline__ void wait_barrier(uint32_t bar, uint32_t parity) {
+#ifdef TILEOPS_ATTENTION_WATCHDOG
+  for (long long spins = 0;; ++spins) {
+    uint32_t done = 0;
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+    if (done != 0) return;
+    if (spins == (1ll << 24)) {
+      printf("attention_varlen watchdog: block %d thread %d stuck on barrier %u parity %u\n",
+             static_cast<int>(blockIdx.x), static_cast<int>(threadIdx.x), bar & 0xfffu, parity);
+      __trap();
+    }
+  }
+#else
+  mbarrier::wait(bar, parity);
+#endif
+}
+
+// S[64 x BN] = Q[64 x D] K[BN x D]^T: D / 16 k-steps, K-major operands in D / 64 chunks.
+template <typename T, int D, int BN>
+__device__ __forceinline__ void issue_qk(float (&s)[BN / 2], uint32_t q, uint32_t k) {
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ++ks) {
+    const uint32_t qa = q + static_cast<uint32_t>((ks / 4) * kBlockM * 128 + 32 * (ks % 4));
+    const uint32_t ka = k + static_cast<uint32_t>((ks / 4) * BN * 128 + 32 * (ks % 4));
+    if (ks == 0) {
+      WgmmaSS<T, BN>::template run<0>(s, smem_desc(qa), smem_desc(ka));
+    } else {
+      WgmmaSS<T, BN>::template run<1>(s, smem_desc(qa), smem_desc(ka));
+    }
+  }
+}
+
+// O[64 x D] += P[64 x BN] V[BN x D]: BN / 16 k-steps of 16 keys (2048 bytes of V each).
+template <typename T, int D, int BN>
+__device__ __forceinline__ void issue_pv(float (&o)[D / 2], const uint32_t (&pf)[BN / 4],
+                                         uint32_t v) {
+#pragma unroll
+  for (int kk = 0; kk < BN / 16; ++kk) {
+    const uint32_t a[4] = {pf[4 * kk], pf[4 * kk + 1], pf[4 * kk + 2], pf[4 * kk + 3]};
+    WgmmaRS<T, D>::run(o, a, smem_desc_mn(v + static_cast<uint32_t>(2048 * kk), BN * 128));
+  }
+}
+
+// The per-row state of the online softmax of one thread's two rows (h = 0: row g, 1: row g + 8).
+struct RowStats {
+  float m[2];  // running max of the scores (raw units: the scaled max is m * score_mul)
+  float l[2];  // this thread's partial sum of exp2(score - max) (summed over the quad at the end)
+};
+
+// Transforms (TRANSFORM), masks (MASK) and exponentiates the scores of one key block in place,
+// updating the row stats; `scale` gets the factor the previous O rows are multiplied by.
+// Key j (column c of the block: j = n0 + c) is visible to row h iff lo[h] <= j < hi[h].
+template <int BN, bool TRANSFORM, bool MASK>
+__device__ __forceinline__ void softmax_block(float (&s)[BN / 2], const VarlenParams& p, int n0,
+                                              const int (&lo)[2], const int (&hi)[2], int qc,
+                                              RowStats& st, float (&scale)[2]) {
+  if constexpr (TRANSFORM) {
+    if (p.softcap_on) {
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i) s[i] = p.cap_mul * tanh_abs_accurate(s[i] * p.pre_mul);
+    } else {
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i) s[i] *= p.pre_mul;
+    }
+  }
+  if constexpr (MASK) {
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const int key = n0 + 8 * i + qc + j;
+          if (key < lo[h] || key >= hi[h]) s[4 * i + 2 * h + j] = -INFINITY;
+        }
+      }
+    }
+  }
+  const float k = TRANSFORM ? 1.0f : p.score_mul;
+  float mx[2] = {st.m[0], st.m[1]};
+#pragma unroll
+  for (int i = 0; i < BN / 8; ++i) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) mx[h] = fmaxf(mx[h], fmaxf(s[4 * i + 2 * h], s[4 * i + 2 * h + 1]));
+  }
+  float m_use[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+    // A row that has seen no key yet keeps max -inf; exponents then use 0 (all terms are 0).
+    m_use[h] = mx[h] == -INFINITY ? 0.0f : mx[h] * k;
+    scale[h] = fast_exp2(st.m[h] * k - m_use[h]);  // -inf (first block) gives 0
+    st.m[h] = mx[h];
+  }
+  float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int i = 0; i < BN / 8; ++i) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        float& x = s[4 * i + 2 * h + j];
+        x = fast_exp2(fmaf(x, k, -m_use[h]));
+        sum[h] += x;
+      }
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) st.l[h] = st.l[h] * scale[h] + sum[h];
+}
+
+template <int BN, bool TRANSFORM>
+__device__ __forceinline__ void softmax_any(float (&s)[BN / 2], const VarlenParams& p, int n0,
+                                            bool mask, const int (&lo)[2], const int (&hi)[2],
+                                            int qc, RowStats& st, float (&scale)[2]) {
+  if (mask) {
+    softmax_block<BN, TRANSFORM, true>(s, p, n0, lo, hi, qc, st, scale);
+  } else {
+    softmax_block<BN, TRANSFORM, false>(s, p, n0, lo, hi, qc, st, scale);
+  }
+}
+
+template <typename T, int BN>
+__device__ __forceinline__ void to_p(const float (&s)[BN / 2], uint32_t (&pf)[BN / 4]) {
+#pragma unroll
+  for (int q = 0; q < BN / 4; ++q) pf[q] = pack2<T>(s[2 * q], s[2 * q + 1]);
+}
+
+template <int D>
+__device__ __forceinline__ void rescale_o(float (&o)[D / 2], const float (&scale)[2]) {
+#pragma unroll
+  for (int i = 0; i < D / 8; ++i) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      o[4 * i + 2 * h] *= scale[h];
+      o[4 * i + 2 * h + 1] *= scale[h];
+    }
+  }
+}
+
+// Writes this thread's two rows of out (O / l) and, from the quad's first lane, their lse.
+// Rows at or past the sequence's end (and tokens outside [0, total_q)) are not written.
+template <typename T, int D>
+__device__ __forceinline__ void store_rows(const VarlenParams& p, const Tile& t, int row0,
+                                           const float (&o)[D / 2], const RowStats& st, int qc) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int i = row0 + 8 * h;
+    if (i >= t.sq) continue;
+    const long long token = static_cast<long long>(t.q0) + i;
+    if (token < 0 || token >= p.total_q) continue;
+    const float l = st.l[h];
+    const bool seen = l > 0.0f;
+    const float inv = seen ? 1.0f / l : 0.0f;
+    T* row = static_cast<T*>(p.out) + (token * p.heads_q + t.head) * D + qc;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      *reinterpret_cast<uint32_t*>(row + 8 * j) =
+          pack2<T>(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
+    }
+    if (qc == 0) {
+      const float m_log2 = st.m[h] * p.score_mul;
+      p.lse[static_cast<long long>(t.head) * p.total_q + token] =
+          seen ? (m_log2 + __log2f(l)) * kLn2 : -INFINITY;
+    }
+  }
+}
+
+#endif  // TILEOPS_MOE_WGMMA_BODY
+
+template <typename T, int D, int BN, int STAGES, int QSTAGES, bool TRANSFORM>
+__global__ void __launch_bounds__(384, 1)
+    attention_varlen_kernel(const __grid_constant__ CUtensorMap map_q,
+                            const __grid_constant__ CUtensorMap map_k,
+                            const __grid_constant__ CUtensorMap map_v, const VarlenParams p) {
+  using S = VarlenShape<D, BN, STAGES, QSTAGES>;
+#if !TILEOPS_MOE_WGMMA_BODY
+  // Compiled for a target without the sm_90a features: never launched there (the host checks
+  // the device's compute capability).
+  __trap();
+#else
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  const uint32_t base = (raw + 1023u) & ~1023u;
+  const uint32_t smem_q = base;
+  const uint32_t smem_k = base + S::kKOffset;
+  const uint32_t smem_v = base + S::kVOffset;
+  const uint32_t full_q = base + S::kBarOffset;
+  const uint32_t empty_q = full_q + 8 * QSTAGES;
+  const uint32_t full_k = empty_q + 8 * QSTAGES;
+  const uint32_t empty_k = full_k + 8 * STAGES;
+  const uint32_t full_v = empty_k + 8 * STAGES;
+  const uint32_t empty_v = full_v + 8 * STAGES;
+  const uint32_t tile_full = empty_v + 8 * STAGES;
+  const uint32_t tile_empty = tile_full + 16;
+  const uint32_t tile_slot = tile_empty + 16;
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid >> 5;
+  const int lane = tid & 31;
+  // Broadcast from lane 0 so the compiler knows the role is warp-uniform (otherwise it treats
+  // the consumer branch as divergent and serializes every wgmma).
+  const int wg = __shfl_sync(0xffffffffu, warp >> 2, 0);
+  const int grid = static_cast<int>(gridDim.x);
+  const int block = static_cast<int>(blockIdx.x);
+
+  if (tid == 0) {
+    for (int s = 0; s < QSTAGES; ++s) {
+      mbarrier::init(full_q + 8 * s, 1);
+      mbarrier::init(empty_q + 8 * s, 8);  // one arrival per consumer warp
+    }
+    for (int s = 0; s < STAGES; ++s) {
+      mbarrier::init(full_k + 8 * s, 1);
+      mbarrier::init(empty_k + 8 * s, 8);
+      mbarrier::init(full_v + 8 * s, 1);
+      mbarrier::init(empty_v + 8 * s, 8);
+    }
+    for (int s = 0; s < 2; ++s) {
+      mbarrier::init(tile_full + 8 * s, 1);
+      mbarrier::init(tile_empty + 8 * s, 8);
+    }
+    mbarrier::fence_init();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    regs_decrease<kProducerRegs<D, BN> >();
+    if (warp != 0) return;
+    // Producer: every lane runs the cursor; lane 0 claims tiles, publishes each tile index to
+    // the consumers (two slots) and issues the loads.
+    if (lane == 0) {
+      tma_prefetch(&map_q);
+      tma_prefetch(&map_k);
+      tma_prefetch(&map_v);
+    }
+    TileCursor cursor;
+    Tile t;
+    int q_iter = 0;
+    int kv_iter = 0;
+    int next = block;  // the first tile in both orders
+    for (int k = 0;; ++k) {
+      if (lane == 0) {
+        const uint32_t j = static_cast<uint32_t>(k & 1);
+        wait_barrier(tile_empty + 8 * j, static_cast<uint32_t>((k >> 1) & 1) ^ 1u);
+        st_shared_s32(tile_slot + 4 * j, next);
+        mbarrier::arrive(tile_full + 8 * j);  // release: the slot's value is visible to waiters
+      }
+      __syncwarp();
+      if (!cursor.find(p, next, t)) break;  // the consumers stop at the same index
+      tile_key_blocks<BN>(p, t);
+      if (t.n_end > t.n_begin) {
+        const int hk = t.head / p.group;
+        const int blocks = t.n_end - t.n_begin;
+        if (lane == 0) {
+          const int qs = q_iter % QSTAGES;
+          const uint32_t q_parity = static_cast<uint32_t>((q_iter / QSTAGES) & 1);
+          for (int i = 0; i < blocks; ++i) {
+            const int n = t.n_end - 1 - i;
+            const int stage = kv_iter % STAGES;
+            const uint32_t parity = static_cast<uint32_t>((kv_iter / STAGES) & 1) ^ 1u;
+            const int row = t.k0 + n * BN;
+            wait_barrier(empty_k + 8 * stage, parity);
+            mbarrier::arrive_expect_tx(full_k + 8 * stage, S::kKVBytes);
+#pragma unroll
+            for (int c = 0; c < S::kChunks; ++c)
+              tma_load_3d(smem_k + stage * S::kKVBytes + c * BN * 128, &map_k, 64 * c, hk, row,
+                          full_k + 8 * stage);
+            if (i == 0) {
+              // Q after the first K block: the K load is not held up by the previous tile.
+              wait_barrier(empty_q + 8 * qs, q_parity ^ 1u);
+              mbarrier::arrive_expect_tx(full_q + 8 * qs, S::kQBytes);
+#pragma unroll
+              for (int c = 0; c < S::kChunks; ++c)
+                tma_load_3d(smem_q + qs * S::kQBytes + c * kBlockM * 128, &map_q, 64 * c, t.head,
+                            t.q0 + t.m_block * kBlockM, full_q + 8 * qs);
+            }
+            wait_barrier(empty_v + 8 * stage, parity);
+            mbarrier::arrive_expect_tx(full_v + 8 * stage, S::kKVBytes);
+#pragma unroll
+            for (int c = 0; c < S::kChunks; ++c)
+              tma_load_3d(smem_v + stage * S::kKVBytes + c * BN * 128, &map_v, 64 * c, hk, row,
+                          full_v + 8 * stage);
+            ++kv_iter;
+          }
+        }
+        ++q_iter;
+      }
+      if (p.tile_counter != nullptr) {
+        int claimed = 0;
+        if (lane == 0) claimed = grid + atomicAdd(p.tile_counter, 1);
+        next = __shfl_sync(0xffffffffu, claimed, 0);
+      } else {
+        next = snake_tile(k + 1, block, grid);
+      }
+    }
+  } else {
+    regs_increase<kConsumerRegs<D, BN> >();
+    const int cw = wg - 1;          // consumer warpgroup 0 or 1
+    const int w4 = warp & 3;        // warp within it
+    const int qc = 2 * (lane & 3);  // first column of this thread in each 8-column group
+    const int row_in_tile = 64 * cw + 16 * w4 + (lane >> 2);
+    const int my_bar = kSchedBarrier + cw;
+    const int other_bar = kSchedBarrier + (cw ^ 1);
+    const bool pingpong = p.pingpong != 0;
+    if (pingpong && cw == 0) named_bar_arrive(my_bar, 256);  // warpgroup 0 issues first
+
+    float o[D / 2];
+    float s[BN / 2];
+    uint32_t pf[BN / 4];
+    RowStats st;
+    TileCursor cursor;
+    Tile t;
+    int q_iter = 0;
+    int kv_iter = 0;
+    for (int k = 0;; ++k) {
+      int index;
+      {
+        const uint32_t j = static_cast<uint32_t>(k & 1);
+        wait_barrier(tile_full + 8 * j, static_cast<uint32_t>((k >> 1) & 1));
+        index = ld_shared_s32(tile_slot + 4 * j);
+        __syncwarp();
+        if (lane == 0) mbarrier::arrive(tile_empty + 8 * j);
+      }
+      if (!cursor.find(p, index, t)) break;
+      tile_key_blocks<BN>(p, t);
+      const int row0 = t.m_block * kBlockM + row_in_tile;  // this thread's row g (h = 0)
+      st.m[0] = st.m[1] = -INFINITY;
+      st.l[0] = st.l[1] = 0.0f;
+#pragma unroll
+      for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
+      if (t.n_end <= t.n_begin) {  // no query row sees a key
+        store_rows<T, D>(p, t, row0, o, st, qc);
+        continue;
+      }
+      // Visible keys of this thread's rows [lo, hi), and of the warpgroup's rows: a key block
+      // inside [lo_max, hi_min) needs no mask.
+      const long long off = static_cast<long long>(t.sk) - t.sq;
+      int lo[2];
+      int hi[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const long long i = row0 + 8 * h;
+        const long long l = p.window_left >= 0 ? i + off - p.window_left : 0;
+        const long long u = p.causal ? i + off + 1 : t.sk;
+        lo[h] = static_cast<int>(l < 0 ? 0 : (l > t.sk ? t.sk : l));
+        hi[h] = static_cast<int>(u < 0 ? 0 : (u > t.sk ? t.sk : u));
+      }
+      const long long wg_first = static_cast<long long>(t.m_block) * kBlockM + 64 * cw;
+      const long long wg_last = wg_first + 63 < t.sq - 1 ? wg_first + 63 : t.sq - 1;
+      long long hi_min = t.sk;
+      if (p.causal && wg_first + off + 1 < hi_min) hi_min = wg_first + off + 1;
+      const long long lo_max = p.window_left >= 0 ? wg_last + off - p.window_left : 0;
+
+      const int qs = q_iter % QSTAGES;
+      const uint32_t q_wg = smem_q + static_cast<uint32_t>(qs * S::kQBytes + cw * 64 * 128);
+      wait_barrier(full_q + 8 * qs, static_cast<uint32_t>((q_iter / QSTAGES) & 1));
+      float scale[2];
+      int n = t.n_end - 1;
+      {
+        const int stage = kv_iter % STAGES;
+        const uint32_t parity = static_cast<uint32_t>((kv_iter / STAGES) & 1);
+        wait_barrier(full_k + 8 * stage, parity);
+        if (pingpong) named_bar_sync(my_bar, 256);
+        wgmma_fence();
+        issue_qk<T, D, BN>(s, q_wg, smem_k + static_cast<uint32_t>(stage * S::kKVBytes));
+        wgmma_commit();
+        if (pingpong) named_bar_arrive(other_bar, 256);
+        wgmma_wait<0>();
+        fence_regs(s);
+        __syncwarp();
+        if (lane == 0) {
+          mbarrier::arrive(empty_k + 8 * stage);
+          if (n == t.n_begin) mbarrier::arrive(empty_q + 8 * qs);
+        }
+        const long long n0 = static_cast<long long>(n) * BN;
+        softmax_any<BN, TRANSFORM>(s, p, n * BN, n0 < lo_max || n0 + BN > hi_min, lo, hi, qc, st,
+                                   scale);
+        to_p<T, BN>(s, pf);
+      }
+      int v_iter = kv_iter++;
+      for (n = t.n_end - 2; n >= t.n_begin; --n) {
+        const int stage = kv_iter % STAGES;
+        const uint32_t parity = static_cast<uint32_t>((kv_iter / STAGES) & 1);
+        const int v_stage = v_iter % STAGES;
+        const uint32_t v_parity = static_cast<uint32_t>((v_iter / STAGES) & 1);
+        wait_barrier(full_k + 8 * stage, parity);
+        // V before the fence: a wait between the two issues makes the compiler add a fence there.
+        wait_barrier(full_v + 8 * v_stage, v_parity);
+        if (pingpong) named_bar_sync(my_bar, 256);
+        wgmma_fence();
+        issue_qk<T, D, BN>(s, q_wg, smem_k + static_cast<uint32_t>(stage * S::kKVBytes));
+        wgmma_commit();
+        issue_pv<T, D, BN>(o, pf, smem_v + static_cast<uint32_t>(v_stage * S::kKVBytes));
+        wgmma_commit();
+        if (pingpong) named_bar_arrive(other_bar, 256);
+        wgmma_wait<1>();
+        fence_regs(s);
+        __syncwarp();
+        if (lane == 0) {
+          mbarrier::arrive(empty_k + 8 * stage);
+          if (n == t.n_begin) mbarrier::arrive(empty_q + 8 * qs);
+        }
+        const long long n0 = static_cast<long long>(n) * BN;
+        softmax_any<BN, TRANSFORM>(s, p, n * BN, n0 < lo_max || n0 + BN > hi_min, lo, hi, qc, st,
+                                   scale);
+        wgmma_wait<0>();
+        fence_regs(o);
+        fence_u32(pf);
+        __syncwarp();
+        if (lane == 0) mbarrier::arrive(empty_v + 8 * v_stage);
+        rescale_o<D>(o, scale);
+        to_p<T, BN>(s, pf);
+        v_iter = kv_iter++;
+      }
+      {
+        const int v_stage = v_iter % STAGES;
+        const uint32_t v_parity = static_cast<uint32_t>((v_iter / STAGES) & 1);
+        wait_barrier(full_v + 8 * v_stage, v_parity);
+        wgmma_fence();
+        issue_pv<T, D, BN>(o, pf, smem_v + static_cast<uint32_t>(v_stage * S::kKVBytes));
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_regs(o);
+        fence_u32(pf);
+        __syncwarp();
+        if (lane == 0) mbarrier::arrive(empty_v + 8 * v_stage);
+      }
+      ++q_iter;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        st.l[h] += __shfl_xor_sync(0xffffffffu, st.l[h], 1);
+        st.l[h] += __shfl_xor_sync(0xffffffffu, st.l[h], 2);
+      }
+      store_rows<T, D>(p, t, row0, o, st, qc);
+    }
+  }
+#endif
+}
+
+}  // namespace
+}  // namespace tileops::cuda_kernels::attention_detail

@@ -1,0 +1,265 @@
+// The host side of the varlen attention forward (attention_varlen_cuda.h): argument checks, the
+// 3D tensor maps of q / k / v, the score path, the persistent grid and the dispatch to the
+// per-head-dim instances (attention_varlen_instances.cuh).
+#include "kernels/attention/attention_varlen_cuda.h"
+
+#include <cudaTypedefs.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kernels/attention/attention_varlen_instances.cuh"
+#include "tileops/core/error.h"
+
+namespace tileops::cuda_kernels {
+
+namespace attention_detail {
+
+void throw_varlen_cuda(cudaError_t err, const char* what) {
+  throw UsageError(std::string("attention_varlen (CUDA): ") + what + ": " + cudaGetErrorName(err) +
+                   ": " + cudaGetErrorString(err));
+}
+
+}  // namespace attention_detail
+
+namespace {
+
+using attention_detail::kBlockM;
+using attention_detail::throw_varlen_cuda;
+using attention_detail::VarlenLaunch;
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* ptr = nullptr;
+    cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;
+    const cudaError_t err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000,
+                                                             cudaEnableDefault, &status);
+    if (err != cudaSuccess || status != cudaDriverEntryPointSuccess) ptr = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(ptr);
+  }();
+  return fn;
+}
+
+// A map over the [tokens, heads, head_dim] tensor at `base` in boxes of 64 columns x 1 head x
+// `rows` tokens, 128-byte swizzle, zeros past the bounds (tokens 0 maps one token, never read).
+CUtensorMap make_map_3d(const void* base, DType dtype, int64_t tokens, int64_t heads,
+                        int64_t head_dim, int rows) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_fn();
+  if (encode == nullptr)
+    throw UsageError("attention_varlen (CUDA): cuTensorMapEncodeTiled is not available");
+  CUtensorMap map;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(head_dim), static_cast<cuuint64_t>(heads),
+                              static_cast<cuuint64_t>(std::max<int64_t>(tokens, 1))};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(head_dim) * 2,
+                                 static_cast<cuuint64_t>(heads * head_dim) * 2};
+  const cuuint32_t box[3] = {64, 1, static_cast<cuuint32_t>(rows)};
+  const cuuint32_t elem_strides[3] = {1, 1, 1};
+  const CUresult res = encode(
+      &map,
+      dtype == DType::bfloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+      3, const_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (res != CUDA_SUCCESS)
+    throw UsageError("attention_varlen (CUDA): cuTensorMapEncodeTiled failed with error " +
+                     std::to_string(static_cast<int>(res)));
+  return map;
+}
+
+struct DeviceFacts {
+  int major = 0;
+  int minor = 0;
+  int sms = 0;
+};
+
+DeviceFacts device_facts(int device) {
+  static std::mutex mutex;
+  static std::map<int, DeviceFacts> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (const auto it = cache.find(device); it != cache.end()) return it->second;
+  DeviceFacts f;
+  cudaError_t err = cudaDeviceGetAttribute(&f.major, cudaDevAttrComputeCapabilityMajor, device);
+  if (err == cudaSuccess)
+    err = cudaDeviceGetAttribute(&f.minor, cudaDevAttrComputeCapabilityMinor, device);
+  if (err == cudaSuccess)
+    err = cudaDeviceGetAttribute(&f.sms, cudaDevAttrMultiProcessorCount, device);
+  if (err != cudaSuccess) throw_varlen_cuda(err, "cudaDeviceGetAttribute");
+  cache[device] = f;
+  return f;
+}
+
+bool aligned16(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
+}
+
+// The (block_n, stages) pairs instantiated for a head dim, the default first.
+std::vector<std::pair<int, int>> instances(int64_t head_dim) {
+  switch (head_dim) {
+    case 64:
+      return {{128, 2}, {128, 3}};
+    case 128:
+      return {{128, 2}};
+    case 256:
+      return {{80, 2}, {64, 2}};
+    default:
+      return {};
+  }
+}
+
+std::string dtype_text(DType d) {
+  return d == DType::bfloat16 ? "bfloat16" : d == DType::float16 ? "float16" : "another dtype";
+}
+
+}  // namespace
+
+std::string AttentionVarlenConfig::str() const {
+  return "block_n=" + std::to_string(block_n) + ",stages=" + std::to_string(stages) +
+         ",pingpong=" + (pingpong ? "1" : "0") + ",blocks=" + std::to_string(blocks);
+}
+
+AttentionVarlenConfig attention_varlen_default_config(const AttentionVarlenCall& call,
+                                                      int /*device*/) {
+  AttentionVarlenConfig c;
+  const auto inst = instances(call.head_dim);
+  if (!inst.empty()) {
+    c.block_n = inst.front().first;
+    c.stages = inst.front().second;
+  }
+  return c;
+}
+
+std::vector<AttentionVarlenConfig> attention_varlen_tuning_space(const AttentionVarlenCall& call,
+                                                                 int device) {
+  std::vector<AttentionVarlenConfig> out = {attention_varlen_default_config(call, device)};
+  for (const auto& [bn, stages] : instances(call.head_dim)) {
+    for (const bool pp : {true, false}) {
+      AttentionVarlenConfig c;
+      c.block_n = bn;
+      c.stages = stages;
+      c.pingpong = pp;
+      if (!(c == out.front())) out.push_back(c);
+    }
+  }
+  return out;
+}
+
+void launch_attention_varlen(const AttentionVarlenArgs& a, const AttentionVarlenConfig& config,
+                             void* stream) {
+  const std::string who = "attention_varlen (CUDA): ";
+  if (a.dtype != DType::float16 && a.dtype != DType::bfloat16)
+    throw SignatureError(who + "dtype must be float16 or bfloat16, got " + dtype_text(a.dtype));
+  if (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256)
+    throw SignatureError(who + "head_dim must be 64, 128 or 256, got " +
+                         std::to_string(a.head_dim));
+  if (a.heads_q <= 0 || a.heads_kv <= 0 || a.heads_q % a.heads_kv != 0)
+    throw SignatureError(who + "heads_q (" + std::to_string(a.heads_q) +
+                         ") must be a positive multiple of heads_kv (" +
+                         std::to_string(a.heads_kv) + ")");
+  if (a.total_q < 0 || a.total_k < 0 || a.batch < 0)
+    throw SignatureError(who + "negative total_q, total_k or batch");
+  if (a.total_q > INT_MAX || a.total_k > INT_MAX || a.batch >= INT_MAX)
+    throw SignatureError(who + "more than 2^31 - 1 tokens or sequences");
+  bool known = false;
+  for (const auto& [bn, stages] : instances(a.head_dim))
+    known = known || (bn == config.block_n && stages == config.stages);
+  if (!known || config.blocks < 0)
+    throw SignatureError(who + "no kernel for config {" + config.str() + "} at head_dim " +
+                         std::to_string(a.head_dim));
+  if (a.total_q == 0 || a.batch == 0) return;
+  // Tiles (sequence, head, 128 queries): at most heads_q * (ceil(total_q / 128) + batch).
+  const int64_t max_tiles = a.heads_q * ((a.total_q + kBlockM - 1) / kBlockM + a.batch);
+  if (max_tiles > INT_MAX / 2)
+    throw SignatureError(who + "too many tiles (" + std::to_string(max_tiles) + ")");
+  if (a.q == nullptr || a.out == nullptr || a.lse == nullptr || a.cu_seqlens_q == nullptr ||
+      a.cu_seqlens_k == nullptr || (a.total_k > 0 && (a.k == nullptr || a.v == nullptr)))
+    throw SignatureError(who + "a tensor pointer is null");
+  if (!aligned16(a.q) || !aligned16(a.k) || !aligned16(a.v) || !aligned16(a.out) ||
+      (reinterpret_cast<uintptr_t>(a.lse) & 3u) != 0)
+    throw SignatureError(who + "q, k, v and out must be 16-byte aligned, lse 4-byte aligned");
+
+  int device = 0;
+  if (const cudaError_t err = cudaGetDevice(&device); err != cudaSuccess)
+    throw_varlen_cuda(err, "cudaGetDevice");
+  const DeviceFacts facts = device_facts(device);
+  if (facts.major != 9 || facts.minor != 0)
+    throw UsageError(who + "needs a compute capability 9.0 (Hopper) device, device " +
+                     std::to_string(device) + " is " + std::to_string(facts.major) + "." +
+                     std::to_string(facts.minor));
+
+  VarlenLaunch l{};
+  const void* kbase = a.total_k > 0 ? a.k : a.q;  // a map is never empty; never read then
+  const void* vbase = a.total_k > 0 ? a.v : a.q;
+  const int64_t kheads = a.total_k > 0 ? a.heads_kv : a.heads_q;
+  l.map_q = make_map_3d(a.q, a.dtype, a.total_q, a.heads_q, a.head_dim, kBlockM);
+  l.map_k = make_map_3d(kbase, a.dtype, a.total_k, kheads, a.head_dim, config.block_n);
+  l.map_v = make_map_3d(vbase, a.dtype, a.total_k, kheads, a.head_dim, config.block_n);
+
+  attention_detail::VarlenParams& p = l.params;
+  p.cu_q = a.cu_seqlens_q;
+  p.cu_k = a.cu_seqlens_k;
+  p.out = a.out;
+  p.lse = a.lse;
+  p.batch = static_cast<int>(a.batch);
+  p.heads_q = static_cast<int>(a.heads_q);
+  p.group = static_cast<int>(a.heads_q / a.heads_kv);
+  p.total_q = static_cast<int>(a.total_q);
+  p.causal = a.scores.causal ? 1 : 0;
+  p.window_left = a.scores.window_left < 0
+                      ? -1
+                      : static_cast<int>(std::min<int64_t>(a.scores.window_left, int64_t{1} << 30));
+  p.pingpong = config.pingpong ? 1 : 0;
+  p.tile_counter = a.workspace;
+  const float scale = a.scores.softmax_scale;
+  const bool capped = a.scores.softcap > 0.0f;
+  // The plain path keeps the row max of the raw scores, which is the max of the scaled ones only
+  // for a positive scale; anything else (and the softcap) transforms each score first.
+  l.transform = capped || !(scale > 0.0f) || !std::isfinite(scale);
+  if (l.transform) {
+    p.score_mul = 1.0f;
+    p.softcap_on = capped ? 1 : 0;
+    p.pre_mul = capped ? scale / a.scores.softcap : scale * kLog2e;
+    p.cap_mul = capped ? a.scores.softcap * kLog2e : 0.0f;
+  } else {
+    p.score_mul = scale * kLog2e;
+    p.softcap_on = 0;
+    p.pre_mul = 1.0f;
+    p.cap_mul = 0.0f;
+  }
+  l.dtype = a.dtype;
+  l.block_n = config.block_n;
+  l.stages = config.stages;
+  const int64_t want = config.blocks > 0 ? config.blocks : facts.sms;
+  l.blocks = static_cast<int>(std::max<int64_t>(1, std::min(want, max_tiles)));
+  l.stream = static_cast<cudaStream_t>(stream);
+
+  if (a.workspace != nullptr) {
+    if (const cudaError_t err = cudaMemsetAsync(a.workspace, 0, sizeof(int32_t), l.stream);
+        err != cudaSuccess)
+      throw_varlen_cuda(err, "cudaMemsetAsync (tile counter)");
+  }
+  bool launched = false;
+  switch (a.head_dim) {
+    case 64:
+      launched = attention_detail::launch_varlen_d64(l);
+      break;
+    case 128:
+      launched = attention_detail::launch_varlen_d128(l);
+      break;
+    default:
+      launched = attention_detail::launch_varlen_d256(l);
+      break;
+  }
+  if (!launched)
+    throw SignatureError(who + "no kernel for config {" + config.str() + "} at head_dim " +
+                         std::to_string(a.head_dim));
+}
+
+}  // namespace tileops::cuda_kernels
