@@ -6,10 +6,13 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <tuple>
 
 #include "ops/attention_test_util.h"
 #include "ops/ops_test_util.h"
+#include "tileops/base/schema.h"
+#include "tileops/base/signature_call.h"
 #include "tileops/ops/attention.h"
 
 namespace tileops {
@@ -280,7 +283,7 @@ TEST(AttentionVarlen, RooflineCountsTheVisiblePairsOfEqualSequences) {
   for (const bool causal : {true, false}) {
     for (const std::int64_t window : {-1, 0, 1, 3, 7, 40}) {
       for (const auto& [sq, sk] : {std::pair{5, 5}, std::pair{3, 9}, std::pair{9, 3},
-                                  std::pair{1, 6}, std::pair{4, 0}, std::pair{0, 4}}) {
+                                   std::pair{1, 6}, std::pair{4, 0}, std::pair{0, 4}}) {
         GroupedQueryAttentionVarlenFwdOp op({.causal = causal, .window_left = window});
         std::vector<std::int32_t> cu_q, cu_k;
         for (std::int64_t b = 0; b <= batch; ++b) {
@@ -302,6 +305,26 @@ TEST(AttentionVarlen, RooflineCountsTheVisiblePairsOfEqualSequences) {
       }
     }
   }
+}
+
+TEST(AttentionVarlen, RooflineEvaluatesBeforeAnyCallSolvedItsLets) {
+  // tileops bench estimates a case from a record of the workload row's values alone: the lets the
+  // roofline reads are unsolved there, and recomputed.
+  const OpSchema& schema = *find_schema("GroupedQueryAttentionVarlenFwdOp");
+  const std::map<std::string, Value> row = {
+      {"Tq", std::int64_t{4096}},       {"Tk", std::int64_t{32768}},
+      {"Hq", std::int64_t{32}},         {"Hkv", std::int64_t{8}},
+      {"D", std::int64_t{128}},         {"B", std::int64_t{8}},
+      {"T", DType::bfloat16},           {"causal", true},
+      {"window_left", std::int64_t{-1}}};
+  SignatureCall call(&schema);
+  for (const auto& index : schema.indices) {
+    const auto it = row.find(std::string(index.name));
+    call.indices.push_back(it != row.end() ? it->second : Value());
+  }
+  // 512 queries over 4096 keys, bottom-right: query i sees 3584 + i + 1 keys.
+  const double pairs = 512.0 * 3584 + 512.0 * 513 / 2;
+  EXPECT_EQ(schema.eval_roofline(call).flops, 4.0 * 128 * 32 * 8 * pairs);
 }
 
 TEST(AttentionVarlen, SignatureRulesByTypeAndMessage) {
