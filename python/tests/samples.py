@@ -191,7 +191,7 @@ def offsets(lengths: list[int]) -> torch.Tensor:
 
 
 def attention_varlen(device: str, dtype: torch.dtype, q_lengths: list[int], k_lengths: list[int],
-                     hq: int = 4, hkv: int = 2, d: int = 16, causal: bool = True,
+                     hq: int = 4, hkv: int = 2, d: int = 64, causal: bool = True,
                      softmax_scale: float | None = None, window_left: int = -1,
                      softcap: float = 0.0) -> Case:
     q = _randn((sum(q_lengths), hq, d), dtype, device, 30)
@@ -279,13 +279,17 @@ def cases(device: str) -> list[Case]:
     out.append(_cuda_refuses(
         grouped_gemm_fp8_masked(device, 2, 5, 64, 192, "silu_and_mul", [2, 5], 32, 64), blocks))
     for dtype in (torch.float32, torch.bfloat16, torch.float16):
-        out.append(attention_varlen(device, dtype, [5, 3, 0, 2], [5, 7, 0, 1]))
+        varlen = attention_varlen(device, dtype, [5, 3, 0, 2], [5, 7, 0, 1])
+        # The Hopper kernel takes float16 and bfloat16, head dims 64, 128 and 256.
+        out.append(_cuda_refuses(varlen, "float32") if dtype == torch.float32 else varlen)
         out.append(kv_cache_write(device, dtype, 7, 2, 16, 4, 4))
         out.append(attention_merge(device, dtype, 6, 3, 16))
     out.append(attention_varlen(device, torch.bfloat16, [4, 6], [9, 6], causal=False,
                                 softmax_scale=0.3, window_left=2, softcap=5.0))
-    out.append(attention_varlen(device, torch.float16, [3], [8], hq=6, hkv=1, d=64,
+    out.append(attention_varlen(device, torch.float16, [3], [8], hq=6, hkv=1, d=128,
                                 window_left=1))
+    out.append(_cuda_refuses(attention_varlen(device, torch.bfloat16, [2, 3], [4, 3], d=40),
+                             "head_dim 40"))
     return out
 
 

@@ -67,11 +67,11 @@ def _skip_without_kernel(op: str, device: str) -> None:
                     "test_native_path)")
 
 
-VARLEN = [
-    ({}, [5, 3, 0, 2], [5, 7, 0, 1], 4, 2, 16),               # sq == sk, sq < sk, empty, sq > sk
-    ({"causal": False}, [4, 6], [9, 2], 6, 3, 32),
-    ({"window_left": 2}, [6, 3], [6, 10], 8, 2, 24),
-    ({"causal": False, "window_left": 1, "softcap": 4.0}, [5], [7], 2, 1, 8),
+VARLEN = [  # head dims the Hopper kernel takes (64, 128, 256), so that CUDA runs every case
+    ({}, [5, 3, 0, 2], [5, 7, 0, 1], 4, 2, 64),               # sq == sk, sq < sk, empty, sq > sk
+    ({"causal": False}, [4, 6], [9, 2], 6, 3, 128),
+    ({"window_left": 2}, [6, 3], [6, 10], 8, 2, 64),
+    ({"causal": False, "window_left": 1, "softcap": 4.0}, [5], [7], 2, 1, 256),
     ({"softmax_scale": 0.2, "softcap": 2.0}, [7, 1], [3, 9], 4, 4, 64),
 ]
 
@@ -96,7 +96,7 @@ def test_merge_of_two_key_sets_equals_the_whole(device: str) -> None:
     _skip_without_kernel("GroupedQueryAttentionVarlenFwdOp", device)
     dtype = torch.float32 if device == "cpu" else torch.bfloat16
     q_lengths, k_lengths = [4, 5, 3], [9, 5, 10]
-    case = samples.attention_varlen(device, dtype, q_lengths, k_lengths, 4, 2, 16)
+    case = samples.attention_varlen(device, dtype, q_lengths, k_lengths, 4, 2, 64)
     q, k, v, cu_q, cu_k = case.inputs
     prefix = [kl - ql for ql, kl in zip(q_lengths, k_lengths)]
     starts = samples.offsets(k_lengths).tolist()
