@@ -11,6 +11,7 @@
 #include <variant>
 
 #include "kernels/attention/attention_impls.h"
+#include "ops/write_contiguous.h"
 #include "tileops/base/reference.h"
 #include "tileops/core/value.h"
 #include "tileops/ops/attention.h"
@@ -65,13 +66,8 @@ void GroupedQueryAttentionVarlenFwdOp::forward(const SignatureCall& call, const 
   const Tensor v_c = v.contiguous();
   const Tensor cu_q = cu_seqlens_q.contiguous();
   const Tensor cu_k = cu_seqlens_k.contiguous();
-  if (out.is_contiguous()) {
-    kernel.forward(q_c, k_c, v_c, cu_q, cu_k, out, lse, scores);
-  } else {
-    const Tensor scratch = Tensor::empty(out.sizes(), out.dtype(), out.device());
-    kernel.forward(q_c, k_c, v_c, cu_q, cu_k, scratch, lse, scores);
-    out.copy_(scratch);
-  }
+  detail::write_contiguous(
+      out, [&](const Tensor& o) { kernel.forward(q_c, k_c, v_c, cu_q, cu_k, o, lse, scores); });
 }
 
 TILEOPS_REGISTER_OP(GroupedQueryAttentionVarlenFwdOp)
@@ -138,13 +134,7 @@ void AttentionMergeStatesFwdOp::forward(const SignatureCall& call, const Tensor&
   const Tensor b = out_b.contiguous();
   const Tensor la = lse_a.contiguous();
   const Tensor lb = lse_b.contiguous();
-  if (out.is_contiguous()) {
-    kernel.forward(a, la, b, lb, out, lse);
-  } else {
-    const Tensor scratch = Tensor::empty(out.sizes(), out.dtype(), out.device());
-    kernel.forward(a, la, b, lb, scratch, lse);
-    out.copy_(scratch);
-  }
+  detail::write_contiguous(out, [&](const Tensor& o) { kernel.forward(a, la, b, lb, o, lse); });
 }
 
 TILEOPS_REGISTER_OP(AttentionMergeStatesFwdOp)
