@@ -2,8 +2,10 @@
 # compute-sanitizer over the GPU tests: memcheck over every GPU test, then racecheck and synccheck
 # over the tests of the kernels that use shared memory, mbarriers or TMA (every kernel family:
 # the bf16 and FP8 grouped GEMMs with their TMA loads and mbarrier pipelines, the staged and
-# re-reading RMSNorm kernels, the permutes, the quantizations, the routing and LongRoPE), on their small shapes since the race and sync
-# checkers slow a kernel down a hundredfold. Any reported error fails the script.
+# re-reading RMSNorm kernels, the permutes, the quantizations, the routing, LongRoPE, the varlen
+# attention's pipeline, the KV-cache write and the attention state merge), on their small shapes
+# since the race and sync checkers slow a kernel down a hundredfold. Any reported error fails the
+# script.
 #
 # Usage: scripts/gpu-sanitize.sh [BUILD_DIR]   (default: $TILEOPS_BUILD_DIR, else build-gpu; the
 # directory must hold a CUDA build of tests/tileops_gpu_tests). Environment: OUT or LOGS (where
@@ -43,6 +45,8 @@ shared_memory_tests=(
   'MoEGroupedGemmFP8Kernels.MaskedCountsEveryConfig' 'MoEGroupedGemmFP8Kernels.NonFiniteAndZeroScales'
   'MoEPrePermuteQuantKernel.MatchesTheCpuCompositionBitForBit' 'TokenGroupQuantKernel.MatchesTheCpuBitForBit'
   'MoEGroupedTopKRouting.Cases' 'GpuMoEOps.PrePermuteQuantMaskedMatchesTheCpuImplementationBitForBit'
+  'AttentionKVCacheWriteGpu.SlotsOutsideTheCacheAreSkipped' 'AttentionMergeStatesGpu.MatchesTheCpuImplementation'
+  'AttentionVarlenGpu.SmallCasesEveryHeadDim'
 )
 
 status=0

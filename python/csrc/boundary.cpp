@@ -338,6 +338,11 @@ std::vector<Tensor> call_native(const std::string& key,
     std::vector<Tensor> out;
     const Allocations none;
     for (const auto& r : results) out.push_back(to_torch(r, none));
+    // Then the inputs the call wrote (the copies it wrote into), in manifest order.
+    const auto& decls = op->schema().inputs;
+    for (std::size_t i = 0; i < ins.size() && i < decls.size(); ++i) {
+      if (decls[i].mutated && ins[i].defined()) out.push_back(to_torch(ins[i], none));
+    }
     if (cuda) cuda_synchronize(device->index);
     return out;
   } catch (const Error&) {

@@ -67,7 +67,8 @@ std::string hold_delegate(const std::string& key, const std::string& stage,
 
 /// The C++ caller's path, for tests that compare it with the boundary bit for bit: copies the
 /// inputs into tensors tileops allocates, runs the op on tileops' own stream setting (the
-/// legacy default stream) and allocator, and copies the outputs into new torch tensors.
+/// legacy default stream) and allocator, and copies the outputs into new torch tensors, followed
+/// by the inputs the call wrote (its copies of them, in manifest order).
 std::vector<Tensor> call_native(const std::string& key,
                                 const std::vector<std::optional<Tensor>>& inputs);
 

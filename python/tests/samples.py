@@ -26,9 +26,8 @@ class Case:
     cuda_refusal: str | None = None
 
 
-# Boundary ops with no CUDA kernel yet (none today): a CUDA call raises OpNotAvailableError
-# (docs/design/moe.md, "Not done yet"). The CUDA-parametrized tests check that error for them, or
-# skip.
+# Boundary ops with no CUDA kernel yet: a CUDA call raises OpNotAvailableError. The
+# CUDA-parametrized tests check that error for them, or skip. Every op has one today.
 NO_CUDA_KERNEL: frozenset[str] = frozenset()
 
 
@@ -182,6 +181,53 @@ def post_permute(device: str, dtype: torch.dtype, m: int, k: int, h: int) -> Cas
                 f"{m}x{k}x{h}-{dtype}")
 
 
+def offsets(lengths: list[int]) -> torch.Tensor:
+    """cu_seqlens of the given sequence lengths: [0, l0, l0 + l1, ...] int32."""
+    out = [0]
+    for n in lengths:
+        out.append(out[-1] + n)
+    return torch.tensor(out, dtype=torch.int32)
+
+
+def attention_varlen(device: str, dtype: torch.dtype, q_lengths: list[int], k_lengths: list[int],
+                     hq: int = 4, hkv: int = 2, d: int = 64, causal: bool = True,
+                     softmax_scale: float | None = None, window_left: int = -1,
+                     softcap: float = 0.0) -> Case:
+    q = _randn((sum(q_lengths), hq, d), dtype, device, 30)
+    k = _randn((sum(k_lengths), hkv, d), dtype, device, 31)
+    v = _randn((sum(k_lengths), hkv, d), dtype, device, 32)
+    params = {"causal": causal, "softmax_scale": softmax_scale, "window_left": window_left,
+              "softcap": softcap}
+    label = (f"q{q_lengths}-k{k_lengths}-h{hq}/{hkv}-d{d}-causal{int(causal)}-w{window_left}"
+             f"-cap{softcap}-{dtype}")
+    return Case("GroupedQueryAttentionVarlenFwdOp", params,
+                (q, k, v, offsets(q_lengths).to(device), offsets(k_lengths).to(device)), label)
+
+
+def kv_cache_write(device: str, dtype: torch.dtype, tokens: int, hkv: int, d: int, blocks: int,
+                   page: int) -> Case:
+    key = _randn((tokens, hkv, d), dtype, device, 33)
+    value = _randn((tokens, hkv, d), dtype, device, 34)
+    k_cache = _randn((blocks, page, hkv, d), dtype, device, 35)
+    v_cache = _randn((blocks, page, hkv, d), dtype, device, 36)
+    # distinct slots in a random order, every third token padding (-1)
+    slots = torch.randperm(blocks * page, generator=_gen(37))[:tokens].to(torch.int64)
+    slots[::3] = -1
+    return Case("KVCacheWriteFwdOp", {}, (key, value, k_cache, v_cache, slots.to(device)),
+                f"{tokens}x{hkv}x{d}-{blocks}x{page}-{dtype}", has_out=False)
+
+
+def attention_merge(device: str, dtype: torch.dtype, t: int, h: int, d: int) -> Case:
+    out_a = _randn((t, h, d), dtype, device, 38)
+    out_b = _randn((t, h, d), dtype, device, 39)
+    lse_a = 4 + 2 * _randn((h, t), torch.float32, "cpu", 40)
+    lse_b = 4 + 2 * _randn((h, t), torch.float32, "cpu", 41)
+    lse_a.view(-1)[::5] = float("-inf")  # a side that saw no key; entry 0 on both sides
+    lse_b.view(-1)[::3] = float("-inf")
+    return Case("AttentionMergeStatesFwdOp", {},
+                (out_a, lse_a.to(device), out_b, lse_b.to(device)), f"{t}x{h}x{d}-{dtype}")
+
+
 def _cuda_refuses(case: Case, refusal: str) -> Case:
     case.cuda_refusal = refusal
     return case
@@ -231,6 +277,18 @@ def cases(device: str) -> list[Case]:
                              blocks))
     out.append(_cuda_refuses(
         grouped_gemm_fp8_masked(device, 2, 5, 64, 192, "silu_and_mul", [2, 5], 32, 64), blocks))
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        varlen = attention_varlen(device, dtype, [5, 3, 0, 2], [5, 7, 0, 1])
+        # The Hopper kernel takes float16 and bfloat16, head dims 64, 128 and 256.
+        out.append(_cuda_refuses(varlen, "float32") if dtype == torch.float32 else varlen)
+        out.append(kv_cache_write(device, dtype, 7, 2, 16, 4, 4))
+        out.append(attention_merge(device, dtype, 6, 3, 16))
+    out.append(attention_varlen(device, torch.bfloat16, [4, 6], [9, 6], causal=False,
+                                softmax_scale=0.3, window_left=2, softcap=5.0))
+    out.append(attention_varlen(device, torch.float16, [3], [8], hq=6, hkv=1, d=128,
+                                window_left=1))
+    out.append(_cuda_refuses(attention_varlen(device, torch.bfloat16, [2, 3], [4, 3], d=40),
+                             "head_dim 40"))
     return out
 
 
@@ -253,4 +311,7 @@ SAMPLE_BUILDERS: dict[str, Callable[..., Case]] = {
     "MoEGroupedGemmFP8MaskedFwdOp": grouped_gemm_fp8_masked,
     "MoEPostPermuteFwdOp": post_permute,
     "PerTokenGroupQuantFP8FwdOp": token_group_quant,
+    "GroupedQueryAttentionVarlenFwdOp": attention_varlen,
+    "KVCacheWriteFwdOp": kv_cache_write,
+    "AttentionMergeStatesFwdOp": attention_merge,
 }

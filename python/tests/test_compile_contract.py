@@ -100,6 +100,31 @@ def cold_token_group_quant(device: str) -> None:
     _cold_compile(samples.token_group_quant(device, torch.bfloat16, 4, 256, 128))
 
 
+@register_compile_contract("GroupedQueryAttentionVarlenFwdOp")
+def cold_attention_varlen(device: str) -> None:
+    _cold_compile(samples.attention_varlen(device, torch.bfloat16, [5, 0, 3], [5, 2, 7]))
+
+
+@register_compile_contract("AttentionMergeStatesFwdOp")
+def cold_attention_merge(device: str) -> None:
+    _cold_compile(samples.attention_merge(device, torch.float16, 6, 3, 16))
+
+
+@register_compile_contract("KVCacheWriteFwdOp")
+def cold_kv_cache_write(device: str) -> None:
+    # The op writes the caches and returns nothing: compile and eager each get their own copies.
+    case = samples.kv_cache_write(device, torch.bfloat16, 7, 2, 16, 4, 4)
+    torch._dynamo.reset()
+    key, value, k_cache, v_cache, slots = case.inputs
+    k1, v1, k2, v2 = k_cache.clone(), v_cache.clone(), k_cache.clone(), v_cache.clone()
+    assert torch.compile(samples.build(case), fullgraph=True, backend="aot_eager")(
+        key, value, k1, v1, slots) is None
+    samples.build(case)(key, value, k2, v2, slots)
+    torch.testing.assert_close(k1, k2, rtol=0, atol=0)
+    torch.testing.assert_close(v1, v2, rtol=0, atol=0)
+    assert not torch.equal(k1, k_cache)  # the compiled call wrote the caller's cache
+
+
 def test_every_boundary_op_has_a_cold_compile_test() -> None:
     boundary = {name for name in tileops.ops.__all__ if getattr(tileops, name).compile_op_names}
     assert set(CONTRACTS) == boundary, (

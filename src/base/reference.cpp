@@ -41,6 +41,11 @@ Registry<SampledReferenceFn>& sampled_references() {
   return registry;
 }
 
+Registry<std::vector<int>>& sampled_row_dims() {
+  static Registry<std::vector<int>> registry;
+  return registry;
+}
+
 }  // namespace
 
 void register_reference(std::string op, ReferenceFn fn) {
@@ -55,8 +60,18 @@ void register_sampled_reference(std::string op, SampledReferenceFn fn) {
   sampled_references().add(std::move(op), std::move(fn));
 }
 
+void register_sampled_reference(std::string op, SampledReferenceFn fn, std::vector<int> row_dims) {
+  sampled_row_dims().add(op, std::move(row_dims));
+  sampled_references().add(std::move(op), std::move(fn));
+}
+
 const SampledReferenceFn* find_sampled_reference(std::string_view op) {
   return sampled_references().find(op);
+}
+
+int sampled_reference_row_dim(std::string_view op, std::size_t k) {
+  const std::vector<int>* dims = sampled_row_dims().find(op);
+  return dims != nullptr && k < dims->size() ? (*dims)[k] : 0;
 }
 
 std::vector<std::int64_t> sample_rows(std::int64_t rows, std::int64_t count, std::uint64_t seed) {
@@ -89,6 +104,15 @@ Tensor gather_rows(const Tensor& t, std::span<const std::int64_t> rows) {
     out.slice(0, at, at + 1).copy_(t.slice(0, rows[i], rows[i] + 1));
   }
   return out;
+}
+
+Tensor gather_rows(const Tensor& t, std::span<const std::int64_t> rows, std::int64_t dim) {
+  if (dim == 0) return gather_rows(t, rows);
+  if (dim < 0 || dim >= t.dim()) {
+    throw SignatureError(
+        fmt::format("gather_rows: dimension {} of a tensor of rank {}", dim, t.dim()));
+  }
+  return gather_rows(t.transpose(0, dim), rows).transpose(0, dim).contiguous();
 }
 
 double tolerance_for(DType dtype) {

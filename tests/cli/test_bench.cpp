@@ -99,6 +99,20 @@ TEST_F(CliTest, BenchSmallWorkloadsPassAgainstTheReference) {
   }
 }
 
+TEST_F(CliTest, BenchChecksTheAttentionWriteAndMergeAgainstTheirReferences) {
+  // The KV-cache write is checked on the caches it mutates (inputs restored before the checked
+  // call), the merge on out and lse with -inf entries (workload_inputs).
+  const CommandResult r = tileops(bench(
+      {"KVCacheWriteFwdOp", "AttentionMergeStatesFwdOp", "--workload", "llama3-8b-decode64"}));
+  ASSERT_EQ(r.exit_code, 0) << r;
+  const std::vector<BenchRow> rows = bench_rows(r.out);
+  ASSERT_EQ(rows.size(), 2u) << r;
+  EXPECT_EQ(rows[0].case_id, "llama3-8b-decode64-bfloat16");
+  for (const BenchRow& row : rows) EXPECT_EQ(row.result, "PASS") << row.op << "\n" << r;
+  EXPECT_THAT(r.out,
+              HasSubstr("\n2 cases: 2 passed, 0 failed, 0 errors, 0 unchecked, 0 skipped\n"));
+}
+
 TEST_F(CliTest, BenchSkipsCasesOverTheEstimateButKeepsEachOpsCheapest) {
   // With a budget below any estimate, the cheaper decode case runs, the other is SKIPPED with its
   // estimate; --all-cases runs both.

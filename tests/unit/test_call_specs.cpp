@@ -2,6 +2,7 @@
 // here character for character (a change orphans recorded tunings); equal specs hash alike.
 #include <gtest/gtest.h>
 
+#include "tileops/kernel/attention.h"
 #include "tileops/kernel/moe.h"
 #include "tileops/kernel/norm.h"
 #include "tileops/kernel/quant.h"
@@ -86,6 +87,35 @@ TEST(CallSpecs, MoETextIsTheRecordedKey) {
   EXPECT_EQ(other.hash(), fp8.hash());
   other.block_k = 64;
   EXPECT_NE(other.hash(), fp8.hash());
+}
+
+TEST(CallSpecs, AttentionTextIsTheRecordedKey) {
+  tileops::AttentionVarlenCall varlen;
+  varlen.device = Device::cpu();
+  varlen.heads_q = 32;
+  varlen.heads_kv = 8;
+  varlen.head_dim = 128;
+  varlen.windowed = true;
+  EXPECT_EQ(varlen.str(),
+            "AttentionVarlenCall(dtype=bfloat16, heads_q=32, heads_kv=8, head_dim=128, "
+            "causal=true, windowed=true, softcapped=false, device=cpu)");
+  tileops::AttentionVarlenCall other = varlen;
+  EXPECT_EQ(other.hash(), varlen.hash());
+  other.softcapped = true;
+  EXPECT_NE(other.hash(), varlen.hash());
+  tileops::KVCacheWriteCall write;
+  write.device = Device::cpu();
+  write.dtype = DType::float16;
+  write.heads_kv = 8;
+  write.head_dim = 128;
+  write.page_size = 16;
+  EXPECT_EQ(write.str(),
+            "KVCacheWriteCall(dtype=float16, heads_kv=8, head_dim=128, page_size=16, device=cpu)");
+  tileops::AttentionMergeCall merge;
+  merge.device = Device::cpu();
+  merge.heads = 32;
+  merge.head_dim = 64;
+  EXPECT_EQ(merge.str(), "AttentionMergeCall(dtype=bfloat16, heads=32, head_dim=64, device=cpu)");
 }
 
 TEST(CallSpecs, EqualSpecsHashAlikeAndAFieldChangesTheHash) {

@@ -43,8 +43,15 @@ using SampledReferenceFn = std::function<std::vector<Tensor>(
     std::span<const Tensor> inputs, const ParamMap& params, std::span<const std::int64_t> rows)>;
 
 void register_sampled_reference(std::string op, SampledReferenceFn fn);
+/// As above, for an op whose written tensors are not all indexed by the rows along dimension 0:
+/// `row_dims[k]` is the dimension of written tensor k that the rows index, and tensor k of the
+/// result is `gather_rows(written_k, rows, row_dims[k])` (attention's lse [heads, tokens] is
+/// indexed by the query tokens, dimension 1, as its out [tokens, heads, dim] is by dimension 0).
+void register_sampled_reference(std::string op, SampledReferenceFn fn, std::vector<int> row_dims);
 /// nullptr when the op has no sampled reference.
 const SampledReferenceFn* find_sampled_reference(std::string_view op);
+/// The dimension the sampled rows index in written tensor `k` of `op` (0 unless registered).
+int sampled_reference_row_dim(std::string_view op, std::size_t k);
 
 /// `count` distinct indices of [0, rows) (all of them when count >= rows), sorted, drawn by
 /// `seed`: the same seed gives the same rows.
@@ -54,6 +61,9 @@ std::vector<std::int64_t> sample_rows(std::int64_t rows, std::int64_t count, std
 /// [rows.size(), t.sizes()[1:]...], t's dtype. `t` may live on any device (only the
 /// selected slices are copied to the host).
 Tensor gather_rows(const Tensor& t, std::span<const std::int64_t> rows);
+/// The slices `rows` of t along dimension `dim`, in that order, as a contiguous CPU tensor: shape
+/// t's with dimension `dim` replaced by rows.size().
+Tensor gather_rows(const Tensor& t, std::span<const std::int64_t> rows, std::int64_t dim);
 
 #define TILEOPS_REGISTER_REFERENCE(OpName, fn)                  \
   namespace {                                                   \
@@ -63,10 +73,11 @@ Tensor gather_rows(const Tensor& t, std::span<const std::int64_t> rows);
   }();                                                          \
   }
 
-#define TILEOPS_REGISTER_SAMPLED_REFERENCE(OpName, fn)                  \
+/// TILEOPS_REGISTER_SAMPLED_REFERENCE(Op, fn) or (Op, fn, {row dims of the written tensors}).
+#define TILEOPS_REGISTER_SAMPLED_REFERENCE(OpName, ...)                 \
   namespace {                                                           \
   [[maybe_unused]] const bool tileops_sampled_reference_##OpName = [] { \
-    ::tileops::register_sampled_reference(#OpName, fn);                 \
+    ::tileops::register_sampled_reference(#OpName, __VA_ARGS__);        \
     return true;                                                        \
   }();                                                                  \
   }

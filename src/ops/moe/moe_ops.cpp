@@ -4,25 +4,12 @@
 #include <fmt/format.h>
 
 #include "kernels/moe/moe_impls.h"
+#include "ops/write_contiguous.h"
 #include "tileops/ops/moe.h"
 
 namespace tileops {
 
-namespace {
-
-/// Runs `body` on `out` when it is contiguous, else on a contiguous scratch copied into it.
-template <class Body>
-void write_contiguous(const Tensor& out, Body&& body) {
-  if (out.is_contiguous()) {
-    body(out);
-    return;
-  }
-  const Tensor scratch = Tensor::empty(out.sizes(), out.dtype(), out.device());
-  body(scratch);
-  out.copy_(scratch);
-}
-
-}  // namespace
+using detail::write_contiguous;
 
 // ---- MoETopKRoutingFwdOp -------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 // Names and schemas of the compile boundary (digest §6): `tileops::<family>_<snake name>`, the
 // family written once when the snake name already starts with it; a branch writing an input
-// appends `_writes_<input>`, the branch filling `buffer: out` appends `_out`.
+// appends `_writes_<input>`, the branch filling `buffer: out` appends `_out`. The first argument
+// is the instance key, `str key` (renamed when an input is named key).
 #include "codegen/boundary.h"
 
 #include <cctype>
@@ -39,6 +40,19 @@ std::string snake_name(const std::string& class_name) {
   return out;
 }
 
+std::string instance_key_argument(const OpDecl& op) {
+  std::string name = "key";
+  const auto taken = [&](const std::string& n) {
+    for (const auto& in : op.inputs) {
+      if (in.name == n) return true;
+    }
+    return false;
+  };
+  if (taken(name)) name = "instance_key";
+  while (taken(name)) name += "_";
+  return name;
+}
+
 std::vector<CompileOp> compile_ops(const OpDecl& op) {
   if (!has_compile_boundary(op)) return {};
   std::string base = snake_name(op.name);
@@ -53,7 +67,7 @@ std::vector<CompileOp> compile_ops(const OpDecl& op) {
   std::vector<CompileOp> ops;
   for (const bool out : {false, true}) {
     if (out && buffer == nullptr) break;
-    std::string args = "str key";
+    std::string args = "str " + instance_key_argument(op);
     char alias = 'a';
     for (const auto& in : op.inputs) {
       std::string type = "Tensor";

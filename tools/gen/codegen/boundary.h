@@ -17,6 +17,10 @@ struct CompileOp {
   bool out = false;    ///< the branch that fills the `buffer: out` output
 };
 
+/// The name of the operators' first argument, the op instance's key: "key", or "instance_key"
+/// when an input is named key (the KV-cache write's `key`), so that argument names stay distinct.
+std::string instance_key_argument(const OpDecl& op);
+
 /// True when the op gets a compile boundary: it has a call-time tensor input and no composition.
 bool has_compile_boundary(const OpDecl& op);
 

@@ -104,6 +104,7 @@ void OpEmitter::schema(Code& c) {
 void OpEmitter::param_values(Code& c) {
   c.open("::tileops::ParamMap " + name_ + "_param_values(const " + name_ + "Params& p)");
   c.line("::tileops::ParamMap m;");
+  if (op_.params.empty()) c.line("(void)p;");  // an op without parameters
   for (const auto& p : op_.params) {
     std::string v;
     if (p.is_tensor) {

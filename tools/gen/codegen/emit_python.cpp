@@ -247,7 +247,8 @@ std::string py_class(const OpDecl& op, bool stub) {
   bool has_out = false;
   for (const auto& o : op.outputs) has_out = has_out || o.buffer_out;
   if (has_out) call += ", *, out: torch.Tensor | None = None";
-  const std::string ret = op.outputs.size() == 1
+  const std::string ret = op.outputs.empty() ? "None"
+                          : op.outputs.size() == 1
                               ? "torch.Tensor"
                               : "tuple[" + std::string([&] {
                                   std::string r;
@@ -290,7 +291,8 @@ std::string registrations(const std::vector<const OpInfo*>& ops) {
     const OpDecl& op = *info->decl;
     for (const auto& co : compile_ops(op)) {
       const std::string fn = "boundary_" + co.name;
-      std::string params = "std::string key";
+      const std::string key = instance_key_argument(op);
+      std::string params = "std::string " + key;
       std::string ins = "{";
       for (std::size_t i = 0; i < op.inputs.size(); ++i) {
         const auto& in = op.inputs[i];
@@ -308,7 +310,7 @@ std::string registrations(const std::vector<const OpInfo*>& ops) {
         ret_type += ">";
       }
       r += "static " + ret_type + " " + fn + "(" + params + ") {\n";
-      r += "  std::vector<Tensor> r = run_boundary(key, " + ins + ", " +
+      r += "  std::vector<Tensor> r = run_boundary(" + key + ", " + ins + ", " +
            (co.out ? "std::optional<Tensor>(out)" : "std::nullopt") + ", " + std::to_string(n_ret) +
            ");\n";
       if (n_ret == 0) {

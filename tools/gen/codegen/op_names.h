@@ -35,7 +35,7 @@ class LocalNames : public CppNames {
   const std::set<std::string>& known_;
 };
 
-// Inside eval_roofline: everything read positionally from call.indices.
+// Inside eval_roofline: everything read positionally from call.indices, lets recomputed.
 class RooflineNames : public CppNames {
  public:
   explicit RooflineNames(const OpInfo& info) : info_(info) {}
@@ -49,6 +49,13 @@ class RooflineNames : public CppNames {
       }
     }
     if (!slot) return "ex::unsolved<std::int64_t>(kOp, " + q(name) + ")";
+    // A let is recomputed from what it reads (lets are acyclic), so that a record whose lets
+    // were never solved, such as the one `tileops bench` estimates a case from, evaluates too.
+    if (slot->src == IndexSlot::Src::let) {
+      for (const auto& let : info_.decl->lets) {
+        if (let.name == name && let.expr.ast) return "(" + emit_cpp(*let.expr.ast, *this) + ")";
+      }
+    }
     return "ex::index_as<" + slot_type(slot->kind) + ">(c.indices[" + std::to_string(k) +
            "], kOp, " + q(name) + ")";
   }

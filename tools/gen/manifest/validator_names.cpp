@@ -19,17 +19,21 @@ bool OpValidator::names() {
   struct Decl {
     std::string name, cat;
     int line;
+    bool buffer_out = false;
   };
   std::vector<Decl> all;
   for (const auto& f : op_.forall) all.push_back({f.name, "forall", f.line});
   for (const auto& p : op_.params) all.push_back({p.name, "param", p.line});
   for (const auto& l : op_.lets) all.push_back({l.name, "let", l.expr.line});
   for (const auto& t : op_.inputs) all.push_back({t.name, "input", t.line});
-  for (const auto& t : op_.outputs) all.push_back({t.name, "output", t.line});
+  for (const auto& t : op_.outputs) all.push_back({t.name, "output", t.line, t.buffer_out});
   std::map<std::string, const Decl*> seen;
   for (const auto& d : all) {
-    if (d.name == "out") {
-      error(d.line, "'out' is reserved (the output buffer argument): rename this " + d.cat);
+    // The buffer argument is named `out`: the output it fills may share the name (attention's
+    // `out`, as FlashAttention names it), any other declaration may not.
+    if (d.name == "out" && !d.buffer_out) {
+      error(d.line, "'out' is reserved (the output buffer argument): rename this " + d.cat +
+                        (d.cat == "output" ? " or declare it `buffer: out`" : ""));
       ok = false;
       continue;
     }

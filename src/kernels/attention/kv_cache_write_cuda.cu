@@ -1,0 +1,152 @@
+// CUDA kernel of the KV-cache write (see kv_cache_write_cuda.h for the semantics).
+//
+// A flat grid over (token, copy unit) with a copy unit of 16 bytes where the rows and pointers
+// allow (8, 4 or 2 otherwise): each thread first loads its kItems units of key and value (2 x
+// kItems loads in flight), then stores those whose slot is inside the cache. The slot of a token
+// is read by every thread copying one of its units (one cache line, served by L1).
+#include "kernels/attention/kv_cache_write_cuda.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "kernels/fast_divide.h"
+#include "tileops/core/error.h"
+
+namespace tileops::cuda_kernels {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kItems = 4;
+// Items (token x unit) of one launch stay below 2^30, so that indices in a launch are 32-bit.
+constexpr std::int64_t kMaxItemsPerLaunch = std::int64_t{1} << 30;
+
+struct CopyParams {
+  const void* key;
+  const void* value;
+  void* k_cache;
+  void* v_cache;
+  const long long* slot_mapping;
+  long long slots;
+  std::uint32_t items;
+  std::uint32_t units_per_row;
+  kernels::FastDivide row;  // by units_per_row
+};
+
+template <typename U>
+__global__ void __launch_bounds__(kThreads) kv_cache_write_kernel(const CopyParams p) {
+  const U* key = static_cast<const U*>(p.key);
+  const U* value = static_cast<const U*>(p.value);
+  U* k_cache = static_cast<U*>(p.k_cache);
+  U* v_cache = static_cast<U*>(p.v_cache);
+  const std::uint32_t first = blockIdx.x * (kThreads * kItems) + threadIdx.x;
+  U k[kItems];
+  U v[kItems];
+  long long dst[kItems];
+#pragma unroll
+  for (int i = 0; i < kItems; ++i) {
+    const std::uint32_t q = first + static_cast<std::uint32_t>(i * kThreads);
+    dst[i] = -1;
+    if (q < p.items) {
+      const std::uint32_t token = p.row.quotient(q);
+      const std::uint32_t unit = p.row.remainder(q, token);
+      const long long slot = __ldg(p.slot_mapping + token);
+      if (slot >= 0 && slot < p.slots) {
+        dst[i] = slot * p.units_per_row + unit;
+        k[i] = __ldcs(key + q);
+        v[i] = __ldcs(value + q);
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kItems; ++i) {
+    if (dst[i] >= 0) {
+      k_cache[dst[i]] = k[i];
+      v_cache[dst[i]] = v[i];
+    }
+  }
+}
+
+[[noreturn]] void throw_cuda(cudaError_t err, const char* what) {
+  throw UsageError(std::string("kv_cache_write (CUDA): ") + what + ": " + cudaGetErrorName(err) +
+                   ": " + cudaGetErrorString(err));
+}
+
+int widest_unit(std::int64_t row_bytes) {
+  for (const int unit : {16, 8, 4, 2}) {
+    if (row_bytes % unit == 0) return unit;
+  }
+  return 1;
+}
+
+int aligned_unit(int unit, const void* p) {
+  while (unit > 1 && reinterpret_cast<std::uintptr_t>(p) % static_cast<std::uintptr_t>(unit) != 0)
+    unit /= 2;
+  return unit;
+}
+
+template <typename U>
+void launch_units(const KVCacheWriteArgs& a, std::int64_t units_per_row, cudaStream_t stream) {
+  const std::int64_t tokens_per_launch =
+      std::max<std::int64_t>(1, kMaxItemsPerLaunch / units_per_row);
+  for (std::int64_t t0 = 0; t0 < a.tokens; t0 += tokens_per_launch) {
+    const std::int64_t tokens = std::min(tokens_per_launch, a.tokens - t0);
+    CopyParams p;
+    p.key = static_cast<const U*>(a.key) + t0 * units_per_row;
+    p.value = static_cast<const U*>(a.value) + t0 * units_per_row;
+    p.k_cache = a.k_cache;
+    p.v_cache = a.v_cache;
+    p.slot_mapping = reinterpret_cast<const long long*>(a.slot_mapping) + t0;
+    p.slots = a.slots;
+    p.items = static_cast<std::uint32_t>(tokens * units_per_row);
+    p.units_per_row = static_cast<std::uint32_t>(units_per_row);
+    p.row = kernels::FastDivide(p.units_per_row);
+    const auto blocks = static_cast<unsigned>((tokens * units_per_row + kThreads * kItems - 1) /
+                                              (kThreads * kItems));
+    kv_cache_write_kernel<U><<<blocks, kThreads, 0, stream>>>(p);
+    if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess) throw_cuda(err, "launch");
+  }
+}
+
+}  // namespace
+
+std::string kv_cache_write_config(std::int64_t row_bytes) {
+  return "threads=" + std::to_string(kThreads) + " items_per_thread=" + std::to_string(kItems) +
+         " copy_bytes=" + std::to_string(widest_unit(row_bytes));
+}
+
+void launch_kv_cache_write(const KVCacheWriteArgs& a, void* stream) {
+  if (a.tokens < 0 || a.row_elems < 0 || a.slots < 0)
+    throw SignatureError("kv_cache_write (CUDA): negative shape");
+  if (a.tokens == 0 || a.row_elems == 0) return;
+  if (a.key == nullptr || a.value == nullptr || a.slot_mapping == nullptr ||
+      (a.slots > 0 && (a.k_cache == nullptr || a.v_cache == nullptr)))
+    throw SignatureError("kv_cache_write (CUDA): a tensor's data pointer is null");
+  if (reinterpret_cast<std::uintptr_t>(a.slot_mapping) % 8 != 0)
+    throw SignatureError("kv_cache_write (CUDA): slot_mapping is not aligned to 8 bytes");
+  const std::int64_t row_bytes = a.row_elems * static_cast<std::int64_t>(element_size(a.dtype));
+  int unit = widest_unit(row_bytes);
+  for (const void* p :
+       {a.key, a.value, static_cast<const void*>(a.k_cache), static_cast<const void*>(a.v_cache)})
+    unit = aligned_unit(unit, p);
+  if (unit < 2) throw SignatureError("kv_cache_write (CUDA): rows are not 2-byte aligned");
+  const std::int64_t units_per_row = row_bytes / unit;
+  if (units_per_row > kMaxItemsPerLaunch)
+    throw SignatureError("kv_cache_write (CUDA): a row of " + std::to_string(row_bytes) +
+                         " bytes is too long");
+  const auto st = static_cast<cudaStream_t>(stream);
+  switch (unit) {
+    case 16:
+      return launch_units<uint4>(a, units_per_row, st);
+    case 8:
+      return launch_units<uint2>(a, units_per_row, st);
+    case 4:
+      return launch_units<unsigned int>(a, units_per_row, st);
+    default:
+      return launch_units<unsigned short>(a, units_per_row, st);
+  }
+}
+
+}  // namespace tileops::cuda_kernels
