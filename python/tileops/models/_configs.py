@@ -84,27 +84,33 @@ def config(arch: str, **kwargs: Any) -> Any:
 
 @torch.no_grad()
 def randomize(model: nn.Module, seed: int = 0) -> nn.Module:
-    """Random weights with a fixed seed, scaled so that activations stay near unit size and the
-    logits of a random model are spread (the default initializer's std of 0.02 leaves them nearly
-    equal, so greedy decoding would compare near-ties): linear weights N(0, 1/fan_in), embeddings
-    N(0, 1), norm weights 1 + N(0, 0.1^2), biases and DeepSeek-V3's correction bias N(0, 0.1^2)."""
-    g = torch.Generator().manual_seed(seed)
+    """Random weights with a fixed seed, drawn in place on each parameter's device (a DeepSeek-V3
+    layer's experts never pass through the host), scaled so that activations stay near unit size
+    and the logits of a random model are spread (the default initializer's std of 0.02 leaves them
+    nearly equal, so greedy decoding would compare near-ties): linear weights N(0, 1/fan_in),
+    embeddings N(0, 1), norm weights 1 + N(0, 0.1^2), biases and DeepSeek-V3's correction bias
+    N(0, 0.1^2)."""
+    generators: dict[str, torch.Generator] = {}
+
+    def gen(device: torch.device) -> torch.Generator:
+        if str(device) not in generators:
+            generators[str(device)] = torch.Generator(device=device).manual_seed(seed)
+        return generators[str(device)]
+
     for name, p in model.named_parameters():
-        if not p.is_floating_point():
+        if not p.is_floating_point() or p.dtype.itemsize < 2:
             continue
-        shape = p.shape
-        if name.endswith("norm.weight") or (p.dim() == 1 and "norm" in name):
-            v = 1 + 0.1 * torch.randn(shape, generator=g)
+        if p.dim() == 1 and "norm" in name:
+            p.normal_(1.0, 0.1, generator=gen(p.device))
         elif p.dim() == 1:
-            v = 0.1 * torch.randn(shape, generator=g)
+            p.normal_(0.0, 0.1, generator=gen(p.device))
         elif "embed" in name:
-            v = torch.randn(shape, generator=g)
+            p.normal_(0.0, 1.0, generator=gen(p.device))
         else:
-            v = torch.randn(shape, generator=g) / math.sqrt(shape[-1])
-        p.copy_(v.to(p.dtype))
+            p.normal_(0.0, 1.0 / math.sqrt(p.shape[-1]), generator=gen(p.device))
     for name, b in model.named_buffers():
         if name.endswith("e_score_correction_bias"):
-            b.copy_(0.1 * torch.randn(b.shape, generator=g))
+            b.normal_(0.0, 0.1, generator=gen(b.device))
     return model
 
 
