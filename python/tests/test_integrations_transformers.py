@@ -586,6 +586,21 @@ def test_patching_one_model_leaves_others_and_the_modeling_module_alone() -> Non
         torch.testing.assert_close(patched(ids).logits, reference(ids).logits, rtol=0, atol=0)
 
 
+def test_deepcopy_of_a_patched_model() -> None:
+    import gc
+
+    patched, reference, _ = _pair("qwen3_moe", torch.bfloat16)
+    twin = copy.deepcopy(patched)
+    assert twin.model.norm.op is patched.model.norm.op  # ops are shared, not copied
+    assert twin.model.norm.weight is not patched.model.norm.weight
+    ids = _ids(0, 1, 8, "cpu")
+    with torch.inference_mode():
+        want = patched(ids).logits
+        del patched
+        gc.collect()
+        torch.testing.assert_close(twin(ids).logits, want, rtol=0, atol=0)
+
+
 def test_to_dtype_after_apply() -> None:
     patched, reference, _ = _pair("llama", torch.float32)
     patched.to(torch.bfloat16)
