@@ -30,11 +30,11 @@ def _commit() -> str:
         return "unknown"
 
 
-def _header(args: argparse.Namespace) -> str:
+def _header(args: argparse.Namespace, argv: list[str]) -> str:
     import transformers
 
     device = torch.cuda.get_device_name() if args.device == "cuda" else platform.processor() or "cpu"
-    command = "python -m tileops.models " + " ".join(sys.argv[1:])
+    command = "python -m tileops.models " + " ".join(argv)
     try:
         import liger_kernel  # noqa: F401
         from importlib.metadata import version
@@ -73,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--json", type=Path, help="write the rows as JSON")
     bench.add_argument("--markdown", type=Path, help="write the header and the table as markdown")
     sub.add_parser("list", help="list the cases")
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
 
     from tileops.models import _bench
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.case and case.name not in args.case:
             continue
         rows.extend(_bench.run_case(case, opts))
-    text = (_header(args) + "## ms per call\n\n" + _bench.pivot(rows) + "\n\n## Every run, with the split "
+    text = (_header(args, argv) + "## ms per call\n\n" + _bench.pivot(rows) + "\n\n## Every run, with the split "
             "by kind (ms per call) and notes\n\n" + _bench.table(rows) + "\n")
     print(text)
     if args.markdown:

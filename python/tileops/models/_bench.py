@@ -248,7 +248,7 @@ def _measure(case: Case, phase: Phase, mode: str, module: nn.Module, opts: Optio
             if graph:
                 fn = _graphed(fn, after)
             ms = median_ms(fn, opts.device, opts.warmup, opts.iters, after)
-            parts = split_ms(fn, module, opts.device) if split and opts.split else {}
+            parts = split_ms(fn, module, opts.device, after=after) if split and opts.split else {}
     except Exception as exc:  # noqa: BLE001 (reported in the table: the run goes on)
         rows.append(Row(case.name, phase.name, mode, None, note=f"failed: {type(exc).__name__}: {exc}"[:200]))
         return

@@ -101,10 +101,14 @@ def kind_ranges(model: nn.Module) -> Iterator[None]:
             namespace[name] = fn
 
 
-def split_ms(fn: Callable[[], Any], model: nn.Module, device: str, iters: int = 3) -> dict[str, float]:
+def split_ms(fn: Callable[[], Any], model: nn.Module, device: str, iters: int = 3,
+             after: Callable[[], Any] | None = None) -> dict[str, float]:
     """Per call, the device time (CUDA kernels; CPU: the ops' CPU time) under each kind's ranges
-    and the rest ("other"), from a profiled run of `iters` calls after one warm-up call."""
+    and the rest ("other"), from a profiled run of `iters` calls after one warm-up call; `after`
+    runs after each call, outside the ranges."""
     fn()
+    if after is not None:
+        after()
     activities = [torch.profiler.ProfilerActivity.CPU]
     if device == "cuda":
         activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -115,6 +119,8 @@ def split_ms(fn: Callable[[], Any], model: nn.Module, device: str, iters: int = 
         for _ in range(iters):
             with torch.profiler.record_function(RANGE + "total"):
                 fn()
+            if after is not None:
+                after()
         if device == "cuda":
             torch.cuda.synchronize()
     sums = dict.fromkeys((*SPLIT_KINDS, "total"), 0.0)

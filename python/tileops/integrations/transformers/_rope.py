@@ -44,8 +44,12 @@ STATIC_TYPES = ("default", "linear", "llama3", "yarn")
 
 
 def _rope_parameters(rotary: nn.Module) -> dict[str, Any]:
-    params = getattr(getattr(rotary, "config", None), "rope_parameters", None)
-    return params if isinstance(params, dict) else {}
+    config = getattr(rotary, "config", None)
+    params = getattr(config, "rope_parameters", None)
+    params = dict(params) if isinstance(params, dict) else {}
+    if params.get("original_max_position_embeddings") is None:  # Phi-3 keeps it on the config
+        params["original_max_position_embeddings"] = getattr(config, "original_max_position_embeddings", None)
+    return params
 
 
 def _consumers(root: nn.Module, arch: Architecture) -> list[tuple[str, nn.Module]]:
@@ -75,8 +79,8 @@ def refusal(rotary: nn.Module, parent: nn.Module) -> str | None:
                 return f"rope_parameters['{key}'] does not have {inv_freq.numel()} entries"
         if not isinstance(params.get("original_max_position_embeddings"), int):
             return "rope_parameters has no original_max_position_embeddings"
-    if hooks_refusal(rotary) is not None:
-        return hooks_refusal(rotary)
+    if (why := hooks_refusal(rotary)) is not None:
+        return why
     module = modeling_module(arch)
     missing = [name for name, _ in arch.rope_functions if not callable(getattr(module, name, None))]
     if missing:
