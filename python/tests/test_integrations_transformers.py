@@ -320,6 +320,37 @@ def _static_decode(model: Any, ids: torch.Tensor, steps: int, graph: bool) -> tu
     return torch.stack(tokens), all_logits
 
 
+class HostReads(TorchDispatchMode):
+    """Records the ops that read a tensor's value back to the host (a CUDA graph cannot)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[str] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if func.name() in ("aten::_local_scalar_dense", "aten::is_nonzero", "aten::equal"):
+            self.reads.append(func.name())
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("arch", ["phi3", "qwen3_moe", "deepseek_v3"])
+def test_patched_decode_step_reads_nothing_back(arch: str) -> None:
+    # What makes the step capturable (test_cuda_graph_decode_replays_eager on a GPU): LongRoPE's
+    # choice of factors and the MoE routing stay on the device.
+    from transformers import StaticCache
+
+    patched, _, _ = _pair(arch, torch.bfloat16)
+    cache = StaticCache(config=patched.config, max_cache_len=16)
+    kw = {_cache_keyword(patched): cache, "use_cache": True}
+    ids = _ids(0, 1, 8, "cpu")
+    with torch.inference_mode():
+        patched(ids, **kw)
+        with HostReads() as host, TileOpsCalls() as calls:
+            patched(ids[:, -1:], **kw)
+    assert host.reads == []
+    assert calls.calls["rope"] > 0 and calls.calls["rms_norm"] > 0
+
+
 @requires_cuda
 @pytest.mark.parametrize("arch", ["llama", "phi3", "qwen3_moe", "deepseek_v3"])
 def test_cuda_graph_decode_replays_eager(arch: str) -> None:
