@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--case", action="append", help="run only this case (repeatable; see `list`)")
     bench.add_argument("--iters", type=int, default=None, help="timed calls per measurement (default 20; quick 3)")
     bench.add_argument("--warmup", type=int, default=None, help="warm-up calls (default 3; quick 1)")
+    bench.add_argument("--tokens", help="token counts instead of the cases' own, e.g. 1,4096")
     bench.add_argument("--no-compile", action="store_true", help="skip the torch.compile modes")
     bench.add_argument("--no-liger", action="store_true", help="skip Liger-Kernel")
     bench.add_argument("--no-split", action="store_true", help="skip the profiled split by kind")
@@ -89,8 +90,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown case(s) {', '.join(unknown)}; cases: {', '.join(sorted(names))}")
     args.iters = args.iters or (3 if args.quick else 20)
     args.warmup = args.warmup if args.warmup is not None else (1 if args.quick else 3)
+    tokens = tuple(int(t) for t in args.tokens.split(",")) if args.tokens else None
     opts = _bench.Options(device=args.device, quick=args.quick, warmup=args.warmup, iters=args.iters,
-                          compile=not args.no_compile, liger=not args.no_liger, split=not args.no_split)
+                          compile=not args.no_compile, liger=not args.no_liger, split=not args.no_split,
+                          tokens=tokens)
     rows = []
     for case in _bench.CASES:
         if args.case and case.name not in args.case:

@@ -106,6 +106,7 @@ class Options:
     compile: bool = True
     liger: bool = True
     split: bool = True
+    tokens: tuple[int, ...] | None = None  # instead of the cases' (and --quick's) own
     log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True)
 
 
@@ -195,7 +196,7 @@ class Phase:
 
 def _phases(case: Case, model: nn.Module, config: Any, opts: Options) -> list[Phase]:
     device = opts.device
-    tokens = QUICK_TOKENS[case.what] if opts.quick else case.tokens
+    tokens = opts.tokens or (QUICK_TOKENS[case.what] if opts.quick else case.tokens)
     g = torch.Generator(device=device).manual_seed(1)
     phases: list[Phase] = []
     if case.what == "layer":
