@@ -500,6 +500,16 @@ def test_fp8_experts_with_other_blocks_are_reported() -> None:
 # ---- what is not served, runs transformers' code --------------------------------------------------
 
 
+def test_routing_the_op_refuses_is_reported() -> None:
+    model = tiny_model("deepseek_v3", torch.bfloat16)
+    model.model.layers[1].mlp.gate.topk_group = 5  # more groups kept than the 4 there are
+    with pytest.warns(TileOpsNotServedWarning, match="topk_group"):
+        counts = apply_tileops(model)
+    assert counts == {"rms_norm": 9, "rope": 2, "moe": 0}
+    (item,) = tileops_report(model).not_served
+    assert item.path == "model.layers.1.mlp" and "topk_group <= n_group" in item.reason
+
+
 def test_dynamic_rope_is_reported_and_the_rest_served() -> None:
     from tileops.models import tiny_config
 
@@ -585,7 +595,7 @@ def test_moe_block_matches_transformers_on_the_same_input(arch: str) -> None:
     hf = model.model.layers[-1].mlp
     plan = moe_plan(hf, model.config)
     assert not isinstance(plan, str)
-    ours = TileOpsMoE(hf, *plan)
+    ours = TileOpsMoE(hf, plan)
     x = torch.randn(1, 24, hf.experts.gate_up_proj.shape[2], generator=torch.Generator().manual_seed(3))
     x = x.to(torch.bfloat16)
     with torch.inference_mode():

@@ -62,7 +62,7 @@ def _decide_moe(module: nn.Module, parent: nn.Module, config: Any) -> Builder | 
     plan = _moe.plan(module, config)
     if isinstance(plan, str):
         return plan
-    return lambda: (_moe.TileOpsMoE(module, *plan), 1)
+    return lambda: (_moe.TileOpsMoE(module, plan), 1)
 
 
 def _restore_rope(replacement: Replacement, parent: nn.Module) -> None:

@@ -17,7 +17,6 @@ import torch.nn.functional as F
 from torch import nn
 
 import tileops
-from tileops import _shapes
 from tileops.integrations.transformers._architectures import Architecture, architecture_of
 from tileops.integrations.transformers._common import (
     Replacement,
@@ -111,9 +110,33 @@ def _activation(experts: nn.Module, config: Any) -> str | None:
     return ACTIVATIONS.get(act) if isinstance(act, str) else None
 
 
-def plan(block: nn.Module, config: Any) -> tuple[Routing, str, bool] | str:
-    """(routing, activation, fp8) for a MoE block of a listed architecture, or why it cannot be
-    served."""
+@dataclass(frozen=True)
+class Plan:
+    """How a MoE block is served: its routing, activation, weights' path and the op, built and
+    called once (see plan)."""
+
+    routing: Routing
+    activation: str
+    fp8: bool
+    op: Any
+
+
+def _call(op: Any, routing: Routing, fp8: bool, experts: nn.Module, gate: nn.Module,
+          x: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+    bias = gate.e_score_correction_bias.float() if routing.correction_bias else None
+    if fp8:
+        return op(x, logits, experts.gate_up_proj, experts.down_proj, bias,
+                  experts.gate_up_proj_scale_inv, experts.down_proj_scale_inv)
+    return op(x, logits, experts.gate_up_proj, experts.down_proj, bias)
+
+
+def plan(block: nn.Module, config: Any) -> Plan | str:
+    """How to serve a MoE block of a listed architecture, or why it cannot be served.
+
+    The op is built and called once on a zero token with the block's own weights: the call
+    checks every rule of the op's manifest signature (a refusal becomes the reason), and it
+    builds the sub-ops that depend on the expert count, so that a cold
+    torch.compile(fullgraph=True) constructs nothing while tracing."""
     arch = architecture_of(type(block), "moe_block")
     assert arch is not None
     gate, experts = getattr(block, "gate", None), getattr(block, "experts", None)
@@ -128,30 +151,23 @@ def plan(block: nn.Module, config: Any) -> tuple[Routing, str, bool] | str:
     if activation is None:
         return (f"hidden_act {getattr(config, 'hidden_act', None)!r} (FusedMoEFwdOp has "
                 f"{', '.join(sorted(set(ACTIVATIONS.values())))})")
-    w13, w2 = experts.gate_up_proj, experts.down_proj
+    w13 = experts.gate_up_proj
     fp8 = w13.dtype == torch.float8_e4m3fn
     if fp8:
         if (why := _fp8_refusal(experts)) is not None:
             return why
-        x_dtype = torch.bfloat16
-        scales: tuple[Any, ...] = (experts.gate_up_proj_scale_inv, experts.down_proj_scale_inv)
-    elif w13.dtype in HALF_DTYPES:
-        x_dtype, scales = w13.dtype, (None, None)
-    else:
+    elif w13.dtype not in HALF_DTYPES:
         return (f"expert weights of dtype {w13.dtype} (FusedMoEFwdOp runs float16 or bfloat16 "
                 "experts, or float8_e4m3fn with 128 x 128 block scales)")
-    # The manifest's shape rules and dtype combinations, on shapes alone (meta tensors).
-    num_experts, hidden = int(w13.shape[0]), int(w13.shape[2])
-    logits_dtype = torch.float32 if routing.float32_logits else x_dtype
-    inputs = (torch.empty(1, hidden, dtype=x_dtype, device="meta"),
-              torch.empty(1, num_experts, dtype=logits_dtype, device="meta"), w13, w2,
-              torch.empty(num_experts, device="meta") if routing.correction_bias else None, *scales)
+    x = torch.zeros(1, w13.shape[2], dtype=torch.bfloat16 if fp8 else w13.dtype, device=w13.device)
+    logits = torch.zeros(1, w13.shape[0], dtype=torch.float32, device=w13.device)
     try:
-        _shapes.check_call(tileops.FusedMoEFwdOp._meta, {**routing.params(), "activation": activation,
-                                                         "masked_max_rows": 0}, inputs)
+        op = tileops.FusedMoEFwdOp(**routing.params(), activation=activation)
+        with torch.no_grad():
+            _call(op, routing, fp8, experts, gate, x, logits)
     except tileops.Error as exc:
         return str(exc)
-    return routing, activation, fp8
+    return Plan(routing, activation, fp8, op)
 
 
 class TileOpsMoE(Replacement):
@@ -165,33 +181,14 @@ class TileOpsMoE(Replacement):
 
     kind = "moe"
 
-    def __init__(self, hf_module: nn.Module, routing: Routing, activation: str, fp8: bool) -> None:
+    def __init__(self, hf_module: nn.Module, plan: Plan) -> None:
         super().__init__(hf_module)
         for name, child in hf_module.named_children():  # same objects, same state_dict keys
             self.add_module(name, child)
-        self.routing = routing
-        self.fp8 = fp8
+        self.routing = plan.routing
+        self.fp8 = plan.fp8
         self.jitter_noise = float(getattr(hf_module, "jitter_noise", 0.0) or 0.0)
-        self.op = tileops.FusedMoEFwdOp(**routing.params(), activation=activation)
-        self._warm_up()
-
-    @torch.no_grad()
-    def _warm_up(self) -> None:
-        # One eager call builds the sub-ops the call's expert count selects, so that a cold
-        # torch.compile(fullgraph=True) constructs nothing while tracing.
-        w13 = self.experts.gate_up_proj
-        dtype = torch.bfloat16 if self.fp8 else w13.dtype
-        x = torch.zeros(1, w13.shape[2], dtype=dtype, device=w13.device)
-        logits = torch.zeros(1, w13.shape[0], dtype=torch.float32, device=w13.device)
-        self._call(x, logits)
-
-    def _call(self, x: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
-        experts, gate = self.experts, self.gate
-        bias = gate.e_score_correction_bias.float() if self.routing.correction_bias else None
-        if self.fp8:
-            return self.op(x, logits, experts.gate_up_proj, experts.down_proj, bias,
-                           experts.gate_up_proj_scale_inv, experts.down_proj_scale_inv)
-        return self.op(x, logits, experts.gate_up_proj, experts.down_proj, bias)
+        self.op = plan.op
 
     def _serves(self, x: torch.Tensor) -> bool:
         w13 = self.experts.gate_up_proj
@@ -211,7 +208,8 @@ class TileOpsMoE(Replacement):
             logits = F.linear(x.float(), gate.weight.float())
         else:
             logits = F.linear(x, gate.weight)
-        y = self._call(x, logits).reshape(hidden_states.shape)
+        y = _call(self.op, self.routing, self.fp8, self.experts, gate, x, logits)
+        y = y.reshape(hidden_states.shape)
         shared = getattr(self, "shared_experts", None)
         return y if shared is None else y + shared(hidden_states)
 
