@@ -17,7 +17,8 @@ logs="${OUT:-$build/out}"
 site="${TILEOPS_SITE:-${TMPDIR:-/tmp}/tileops-site}"
 steps=" ${MODELS_STEPS:-install test bench} "
 mkdir -p "$logs"
-export PYTHONUNBUFFERED=1 CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-$(nproc)}"
+# No network on the GPU hosts: transformers' hub kernels (its FP8 experts') fail at once.
+export PYTHONUNBUFFERED=1 CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-$(nproc)}" HF_HUB_OFFLINE=1
 if [[ -d /usr/local/cuda/bin && ":$PATH:" != *":/usr/local/cuda/bin:"* ]]; then
   export PATH="$PATH:/usr/local/cuda/bin"
 fi
