@@ -283,6 +283,15 @@ class _OpBase:
                 self._children[key] = child
             return child
 
+    # Copies share the instance: its parameters are fixed at construction, and a second Python
+    # object with the same instance key would release the C++ instance twice (a deepcopied
+    # transformers model holding ops keeps working after either copy is dropped).
+    def __copy__(self) -> Any:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        return self
+
     def _check_tensors(self, inputs: tuple[Any, ...], out: Any) -> None:
         for decl, value in zip(self._meta["inputs"], inputs):
             if value is None and decl["optional"]:

@@ -1,0 +1,48 @@
+"""python -m tileops.models: the bench runs end to end on tiny models (CPU), attributes time to
+each kind in both the patched and the unpatched model, and leaves the modeling modules as they
+were; `list` names the cases. (Figures come from GPU runs: docs/perf/.)"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers", reason="transformers is not installed (pip install transformers)")
+
+from tileops.models import __main__ as cli  # noqa: E402
+from tileops.models import _bench  # noqa: E402
+
+
+def test_list_names_every_case(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert [line.split()[0] for line in out.splitlines()] == [c.name for c in _bench.CASES]
+
+
+def test_quick_bench_runs_and_splits_by_kind(tmp_path: Path) -> None:
+    from transformers.models.deepseek_v3 import modeling_deepseek_v3
+
+    before = dict(vars(modeling_deepseek_v3))
+    out = tmp_path / "rows.json"
+    md = tmp_path / "bench.md"
+    rc = cli.main(["bench", "--device", "cpu", "--quick", "--case", "dsv3-moe-layer-fp8", "--no-compile",
+                   "--iters", "1", "--warmup", "0", "--json", str(out), "--markdown", str(md)])
+    assert rc == 0
+    assert vars(modeling_deepseek_v3) == before  # the rope ranges were wrapped, then restored
+    rows = json.loads(out.read_text())
+    by_mode: dict[str, list[dict]] = {}
+    for row in rows:
+        by_mode.setdefault(row["mode"], []).append(row)
+    # transformers' own FP8 experts need its hub kernel (CUDA, network): reported, not fatal
+    assert all(r["ms"] is None and r["note"].startswith("failed") for r in by_mode.pop(
+        "unpatched eager (transformers FP8Experts)"))
+    assert [r["note"] for r in by_mode.pop("liger eager")] == ["Liger-Kernel has no patch for this architecture"]
+    for mode in ("tileops eager", "unpatched eager"):
+        assert [r["phase"] for r in by_mode[mode]] == ["layer T=1", "layer T=16"]
+        for r in by_mode[mode]:
+            assert r["ms"] > 0
+            assert all(r["split"][k] > 0 for k in ("rms_norm", "rope", "moe"))
+    text = md.read_text()
+    assert "| dsv3-moe-layer-fp8 | layer T=16 |" in text and "python -m tileops.models bench" in text

@@ -1,0 +1,57 @@
+"""What every replacement shares: when a call must run transformers' own forward, and the
+replacement's link back to the module it replaced."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+# The devices tileops has kernels for.
+DEVICES = ("cpu", "cuda")
+
+
+def runs_transformers(x: torch.Tensor, *params: torch.Tensor) -> bool:
+    """True when a call must run the replaced module's forward: autograd needs a backward the
+    tileops ops do not have (inference operators), or the input is on a device tileops lacks."""
+    if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in params)):
+        return True
+    return x.device.type not in DEVICES
+
+
+def device_refusal(tensor: torch.Tensor, what: str) -> str | None:
+    if tensor.device.type not in DEVICES:
+        return f"{what} is on {tensor.device} (tileops runs on {' and '.join(DEVICES)})"
+    return None
+
+
+def hooks_refusal(module: nn.Module) -> str | None:
+    """Why a module cannot be swapped for another object: hooks or a patched forward (accelerate's
+    offloading, another patcher) would be lost."""
+    if module._forward_hooks or module._forward_pre_hooks:
+        return "the module carries forward hooks, which a replacement would drop"
+    if "forward" in vars(module):
+        return "the module's forward is already patched on the instance (accelerate hooks?)"
+    return None
+
+
+class Replacement(nn.Module):
+    """A tileops-backed module standing where a transformers module was.
+
+    The replaced module is kept unregistered (``hf_module``: its parameters are the
+    replacement's own, registered under the same names, so state_dict keys do not change): calls
+    tileops cannot serve run it, and remove_tileops puts it back.
+    """
+
+    kind: str = ""
+
+    def __init__(self, hf_module: nn.Module) -> None:
+        super().__init__()
+        object.__setattr__(self, "hf_module", hf_module)
+
+    hf_module: nn.Module
+
+    def _apply(self, fn, recurse=True):  # type: ignore[no-untyped-def]
+        # model.to(...) reaches the unregistered module too (its buffers are not shared).
+        super()._apply(fn, recurse)
+        self.hf_module._apply(fn, recurse)
+        return self

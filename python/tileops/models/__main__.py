@@ -1,0 +1,114 @@
+"""python -m tileops.models bench | list
+
+    python -m tileops.models bench --device cuda --markdown docs/perf/DATE-h200-models.md
+    python -m tileops.models bench --device cpu --quick          # a smoke run on tiny models
+
+bench: transformers models and layers with tileops against the same unpatched (eager,
+torch.compile, CUDA graphs for decode) and Liger-Kernel; see tileops/models/_bench.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+
+def _commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             check=True, cwd=Path(__file__).resolve().parent)
+        return out.stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _header(args: argparse.Namespace, argv: list[str]) -> str:
+    import transformers
+
+    device = torch.cuda.get_device_name() if args.device == "cuda" else platform.processor() or "cpu"
+    command = "python -m tileops.models " + " ".join(argv)
+    try:
+        import liger_kernel  # noqa: F401
+        from importlib.metadata import version
+
+        liger = version("liger-kernel")
+    except Exception:  # noqa: BLE001
+        liger = "not installed"
+    return "\n".join([
+        f"# Models bench ({args.device}{', quick' if args.quick else ''})",
+        "",
+        f"- date: {datetime.date.today().isoformat()}, commit: {_commit()}",
+        f"- device: {device}",
+        f"- command: `{command}`",
+        f"- torch {torch.__version__}, transformers {transformers.__version__}, liger-kernel {liger}",
+        f"- timing: median of {args.iters} calls after {args.warmup} warm-up calls (CUDA events per "
+        "call on the GPU); split by kind (ms per call, device time) from a profiled run of 3 calls; "
+        "weights random, bf16",
+        "",
+        "",
+    ])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tileops.models", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    bench = sub.add_parser("bench", help="run the cases")
+    bench.add_argument("--device", choices=["cuda", "cpu"], default="cuda" if torch.cuda.is_available() else "cpu")
+    bench.add_argument("--quick", action="store_true", help="tiny configurations and token counts (a smoke run)")
+    bench.add_argument("--case", action="append", help="run only this case (repeatable; see `list`)")
+    bench.add_argument("--iters", type=int, default=None, help="timed calls per measurement (default 20; quick 3)")
+    bench.add_argument("--warmup", type=int, default=None, help="warm-up calls (default 3; quick 1)")
+    bench.add_argument("--tokens", help="token counts instead of the cases' own, e.g. 1,4096")
+    bench.add_argument("--no-compile", action="store_true", help="skip the torch.compile modes")
+    bench.add_argument("--no-liger", action="store_true", help="skip Liger-Kernel")
+    bench.add_argument("--no-split", action="store_true", help="skip the profiled split by kind")
+    bench.add_argument("--json", type=Path, help="write the rows as JSON")
+    bench.add_argument("--markdown", type=Path, help="write the header and the table as markdown")
+    sub.add_parser("list", help="list the cases")
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(argv)
+
+    from tileops.models import _bench
+
+    if args.command == "list":
+        for case in _bench.CASES:
+            print(f"{case.name:24} {case.what:6} {case.arch:12} T={','.join(map(str, case.tokens))}"
+                  f"{'  FP8 experts' if case.fp8 else ''}")
+        return 0
+    names = {c.name for c in _bench.CASES}
+    unknown = [c for c in args.case or [] if c not in names]
+    if unknown:
+        parser.error(f"unknown case(s) {', '.join(unknown)}; cases: {', '.join(sorted(names))}")
+    args.iters = args.iters or (3 if args.quick else 20)
+    args.warmup = args.warmup if args.warmup is not None else (1 if args.quick else 3)
+    tokens = tuple(int(t) for t in args.tokens.split(",")) if args.tokens else None
+    opts = _bench.Options(device=args.device, quick=args.quick, warmup=args.warmup, iters=args.iters,
+                          compile=not args.no_compile, liger=not args.no_liger, split=not args.no_split,
+                          tokens=tokens)
+    rows = []
+    for case in _bench.CASES:
+        if args.case and case.name not in args.case:
+            continue
+        rows.extend(_bench.run_case(case, opts))
+    text = (_header(args, argv) + "## ms per call\n\n" + _bench.pivot(rows) + "\n\n## Every run, with the split "
+            "by kind (ms per call) and notes\n\n" + _bench.table(rows) + "\n")
+    print(text)
+    if args.markdown:
+        args.markdown.write_text(text)
+    if args.json:
+        args.json.write_text(json.dumps([asdict(r) for r in rows], indent=1))
+    failed = [r for r in rows if r.ms is None and r.note.startswith("failed") and "FP8Experts" not in r.mode]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# tileops inside Hugging Face transformers models on an H200 host: installs the package as
+# scripts/torch-gpu-check.sh does (skipped when TILEOPS_SITE names a folder where it is installed
+# already), runs the integration tests on the CPU and CUDA (bf16 logits and generate, torch.compile,
+# CUDA-graph decode) with the transformers module references, then `python -m tileops.models bench`
+# over the cases of MODELS_CASES (default: all; `python -m tileops.models list`), writing
+# models-bench.md and models-bench.json to OUT. MODELS_BENCH_ARGS adds bench options (e.g.
+# --no-compile); MODELS_STEPS picks steps (default "install test bench").
+#
+# Environment: OUT (default build-models-gpu/out), JOBS (default: cores), TILEOPS_SITE.
+set -uo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo" || exit 1
+build="$repo/build-models-gpu"
+logs="${OUT:-$build/out}"
+site="${TILEOPS_SITE:-${TMPDIR:-/tmp}/tileops-site}"
+steps=" ${MODELS_STEPS:-install test bench} "
+mkdir -p "$logs"
+# No network on the GPU hosts: transformers' hub kernels (its FP8 experts') fail at once.
+export PYTHONUNBUFFERED=1 CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-$(nproc)}" HF_HUB_OFFLINE=1
+if [[ -d /usr/local/cuda/bin && ":$PATH:" != *":/usr/local/cuda/bin:"* ]]; then
+  export PATH="$PATH:/usr/local/cuda/bin"
+fi
+rc=0
+
+if [[ "$steps" == *" install "* && -z "${TILEOPS_SITE:-}" ]]; then
+  # shellcheck source=scripts/offline-deps.sh
+  source "$repo/scripts/offline-deps.sh"
+  if compgen -G "$repo/.whl/*.whl" > /dev/null; then  # Liger-Kernel and other extras, offline
+    python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$repo"/.whl/*.whl
+  fi
+  echo "== pip install (CUDA sm_90a)"
+  python3 -m pip install --no-build-isolation --no-deps --target "$site" --upgrade . \
+    -Cbuild-dir="$build" -Ccmake.define.TILEOPS_CUDA=ON -Ccmake.define.TILEOPS_WERROR=OFF \
+    > "$logs/pip.log" 2>&1 || { tail -n 30 "$logs/pip.log"; exit 1; }
+fi
+export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', \
+transformers.__version__, torch.cuda.get_device_name())"
+
+cd "$logs" || exit 1  # tileops is imported from the installed package, not from the checkout
+if [[ "$steps" == *" test "* ]]; then
+  echo "== pytest: integrations and transformers references (CPU and CUDA)"
+  python3 -m pytest "$repo/python/tests/test_integrations_transformers.py" \
+    "$repo/python/tests/test_transformers.py" -q -p no:cacheprovider -rs -o log_level=WARNING \
+    > "$logs/models-pytest.log" 2>&1 || rc=1
+  tail -n 15 "$logs/models-pytest.log"
+fi
+
+if [[ "$steps" == *" bench "* ]]; then
+  cases=()
+  for c in ${MODELS_CASES:-}; do cases+=(--case "$c"); done
+  echo "== python -m tileops.models bench ${cases[*]} ${MODELS_BENCH_ARGS:-}"
+  # shellcheck disable=SC2086
+  python3 -m tileops.models bench --device cuda "${cases[@]}" ${MODELS_BENCH_ARGS:-} \
+    --markdown "$logs/models-bench.md" --json "$logs/models-bench.json" \
+    2> "$logs/models-bench.err" || rc=1
+  tail -n 5 "$logs/models-bench.err"
+fi
+exit $rc
