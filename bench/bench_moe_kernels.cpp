@@ -47,8 +47,10 @@
 #include <vector>
 
 #include "cuda_bench_setup.h"
-#include "kernels/moe/moe_cuda.h"
-#include "kernels/moe/moe_rank.h"
+#include "kernels/moe/grouped_gemm_cuda.h"
+#include "kernels/moe/moe_permute_cuda.h"
+#include "kernels/moe/moe_permute_rank.h"
+#include "kernels/moe/moe_routing_cuda.h"
 #include "moe_bench_util.h"
 #include "tileops/core/dtype.h"
 #endif

@@ -7,7 +7,7 @@
 
 #include "tileops/core/cuda.h"
 #include "tileops/core/error.h"
-#include "tileops/kernel/kernel.h"
+#include "tileops/dispatch/kernel.h"
 
 namespace tileops {
 namespace {

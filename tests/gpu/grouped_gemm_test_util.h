@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "gpu/kernel_test_util.h"
-#include "kernels/moe/moe_cuda.h"
+#include "kernels/moe/grouped_gemm_cuda.h"
 #include "tileops/core/dtype.h"
 #include "tileops/core/error.h"
 

@@ -26,7 +26,7 @@
 #include <sstream>
 
 #include "gpu/kernel_test_util.h"
-#include "kernels/moe/moe_cuda.h"
+#include "kernels/moe/moe_routing_cuda.h"
 #include "tileops/core/dtype.h"
 #include "tileops/core/error.h"
 #include "tileops/ops/moe.h"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "gpu/gpu_op_test_util.h"
-#include "kernels/moe/moe_impls.h"
+#include "kernels/moe/moe_permute_impls.h"
 #include "ops/moe_test_inputs.h"
 #include "tileops/core/cuda.h"
 #include "tileops/ops/moe.h"

@@ -27,7 +27,7 @@
 #include <utility>
 
 #include "gpu/kernel_test_util.h"
-#include "kernels/moe/moe_cuda.h"
+#include "kernels/moe/moe_routing_cuda.h"
 #include "tileops/core/dtype.h"
 #include "tileops/core/error.h"
 #endif

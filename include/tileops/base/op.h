@@ -26,8 +26,8 @@
 #include "tileops/base/signature_call.h"
 #include "tileops/core/error.h"
 #include "tileops/core/tensor.h"
-#include "tileops/kernel/kernel.h"
-#include "tileops/kernel/kernel_table.h"
+#include "tileops/dispatch/kernel.h"
+#include "tileops/dispatch/kernel_table.h"
 #include "tileops/target/target.h"
 
 namespace tileops {

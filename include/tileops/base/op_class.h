@@ -14,7 +14,7 @@
 
 #include "tileops/base/schema.h"
 #include "tileops/core/value.h"
-#include "tileops/kernel/kernel.h"
+#include "tileops/dispatch/kernel.h"
 #include "tileops/target/target.h"
 
 namespace tileops {

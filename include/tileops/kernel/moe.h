@@ -12,7 +12,7 @@
 
 #include "tileops/core/error.h"
 #include "tileops/core/tensor.h"
-#include "tileops/kernel/kernel.h"
+#include "tileops/dispatch/kernel.h"
 
 namespace tileops {
 

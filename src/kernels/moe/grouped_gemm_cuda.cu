@@ -1,13 +1,13 @@
-// Grouped GEMM (see moe_cuda.h for the semantics): the argument checks, the configurations, the
-// choice of variant, and the simt fallback kernel. The tensor-core variants live in
-// grouped_gemm_mma_cuda.cu (mma.sync) and grouped_gemm_wgmma_cuda.cu (wgmma + TMA).
+// Grouped GEMM (see grouped_gemm_cuda.h for the semantics): the argument checks, the
+// configurations, the choice of variant, and the simt fallback kernel. The tensor-core variants
+// live in grouped_gemm_mma_cuda.cu (mma.sync) and grouped_gemm_wgmma_cuda.cu (wgmma + TMA).
 //
 // simt: 64 x 64 tiles of B rows (gated: 32 gate + the 32 matching up rows, 32 output columns),
 // k steps of 16 through shared memory (fp32), 256 threads each computing 4 x 4 accumulators with
 // fmaf in k order; scalar loads with bounds checks (any K, any alignment). Persistent grid over
 // the same tile scheduler as the fast variants; afterwards every block zeroes its share of the
 // rows no expert covers.
-#include "kernels/moe/moe_cuda.h"
+#include "kernels/moe/grouped_gemm_cuda.h"
 
 #include "kernels/moe/grouped_gemm_common.cuh"
 

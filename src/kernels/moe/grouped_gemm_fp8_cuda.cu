@@ -3,8 +3,8 @@
 // persistent grid). The kernel: grouped_gemm_fp8_kernel.cuh.
 #include "kernels/moe/grouped_gemm_fp8_cuda.h"
 
+#include "kernels/common/tma_map.h"
 #include "kernels/moe/grouped_gemm_fp8_kernel.cuh"
-#include "kernels/moe/tma_map.h"
 
 #include <cuda_runtime.h>
 
@@ -33,14 +33,14 @@ void run(const FP8GemmParams& p, const GroupedGemmFP8Args& a, int blocks_per_sm,
   const void* fn = reinterpret_cast<const void*>(kernel);
   moe_detail::allow_smem(fn, S::kSmem);
   const CUtensorMap map_a =
-      moe_detail::make_tma_map_2d(a.a, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, a.M, a.K, 128, BM);
+      hopper::make_tma_map_2d(a.a, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, a.M, a.K, 128, BM);
   const CUtensorMap map_b =
-      moe_detail::make_tma_map_2d(a.b, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, a.E * a.N, a.K, 128, 64);
+      hopper::make_tma_map_2d(a.b, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, a.E * a.N, a.K, 128, 64);
   // c as [M, n_out] in boxes of 64 x 64 (unused when the stores go from registers).
-  const CUtensorMap map_c = p.tma_store != 0
-                                ? moe_detail::make_tma_map_2d(a.c, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-                                                              2, a.M, p.n_out, 64, 64)
-                                : map_a;
+  const CUtensorMap map_c =
+      p.tma_store != 0
+          ? hopper::make_tma_map_2d(a.c, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, a.M, p.n_out, 64, 64)
+          : map_a;
   const int per_sm =
       blocks_per_sm > 0 ? blocks_per_sm : moe_detail::occupancy(fn, S::kThreads, S::kSmem);
   const long long grid = std::max<long long>(

@@ -1,4 +1,4 @@
-// Grouped GEMM, tensor-core variant through mma.sync (see moe_cuda.h for the semantics).
+// Grouped GEMM, tensor-core variant through mma.sync (see grouped_gemm_cuda.h for the semantics).
 //
 // A persistent block walks the linear tile index (grouped_gemm_common.cuh). Per tile: block_m
 // rows of A x block_n rows of B, k steps of 64 elements (128 bytes a row) through a STAGES-deep

@@ -1,9 +1,9 @@
-// Grouped GEMM, Hopper variant: warpgroup MMA (wgmma) fed by TMA (see moe_cuda.h for the
+// Grouped GEMM, Hopper variant: warpgroup MMA (wgmma) fed by TMA (see grouped_gemm_cuda.h for the
 // semantics; the kernel and its pipeline: grouped_gemm_wgmma_kernel.cuh). sm_90a only. This file
 // is the host side: tensor maps, the launch (persistent grid, or clusters of 2 blocks) and the
 // table of instantiated configurations.
+#include "kernels/common/tma_map.h"
 #include "kernels/moe/grouped_gemm_wgmma_kernel.cuh"
-#include "kernels/moe/tma_map.h"
 
 #include <algorithm>
 #include <map>
@@ -19,7 +19,7 @@ namespace {
 
 // A 2D map over [rows, K] (K contiguous), boxes of 64 x box_rows, 128-byte swizzle, zero fill.
 CUtensorMap make_map(const void* base, DType dtype, int64_t rows, int64_t K, int box_rows) {
-  return make_tma_map_2d(
+  return hopper::make_tma_map_2d(
       base,
       dtype == DType::bfloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
       2, rows, K, 64, box_rows);

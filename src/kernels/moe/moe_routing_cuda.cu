@@ -1,4 +1,4 @@
-// MoE top-k routing kernel (see moe_cuda.h for the semantics).
+// MoE top-k routing kernel (see moe_routing_cuda.h for the semantics).
 //
 // One warp per token; the warp keeps the token's scores s_e and selection scores c_e in shared
 // memory (lane l owns the experts l, l + 32, ...). Softmax: warp max, expf(l - max), warp sum
@@ -16,7 +16,7 @@
 // a group ranked topk_group or lower has its experts' c overwritten by an "excluded" NaN pattern
 // whose key is 0, below every real key, so the unchanged rounds never pick it. Real NaN c are
 // made the canonical quiet NaN first, so no input can spell the excluded pattern.
-#include "kernels/moe/moe_cuda.h"
+#include "kernels/moe/moe_routing_cuda.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -28,7 +28,7 @@
 #include <string>
 #include <type_traits>
 
-#include "kernels/cuda_vectors.cuh"
+#include "kernels/common/vectors.cuh"
 #include "tileops/core/error.h"
 
 namespace tileops::cuda_kernels {

@@ -9,11 +9,11 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/cuda_vectors.cuh"
+#include "kernels/common/vectors.cuh"
 
 namespace tileops::cuda_kernels::rms {
 
-// Vector loads and conversions: kernels/cuda_vectors.cuh.
+// Vector loads and conversions: kernels/common/vectors.cuh.
 using vec::load_nc;
 using vec::load_once;
 using vec::pack;

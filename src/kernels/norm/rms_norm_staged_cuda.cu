@@ -29,7 +29,7 @@
 // D stages (x slot, then the residual slot when fused; slots are the row rounded to 128 bytes),
 #include "kernels/norm/rms_norm_kernels.cuh"
 
-#include "kernels/cuda_mbarrier.cuh"
+#include "kernels/common/mbarrier.cuh"
 
 #include <algorithm>
 #include <map>

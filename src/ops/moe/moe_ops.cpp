@@ -3,7 +3,9 @@
 // hands contiguous tensors to its kernel interface; the implementation is selected per call spec.
 #include <fmt/format.h>
 
-#include "kernels/moe/moe_impls.h"
+#include "kernels/moe/grouped_gemm_impls.h"
+#include "kernels/moe/moe_permute_impls.h"
+#include "kernels/moe/moe_routing_impls.h"
 #include "tileops/ops/moe.h"
 
 namespace tileops {

@@ -1,40 +1,25 @@
+// The CUDA implementations of the pre-permute interfaces (plain, fused quantizing, unfused
+// quantizing, masked) and the post-permute interface (moe_permute_impls.h): the call spec and
+// tensors become PrePermuteArgs / PostPermuteArgs, with the ranking's and the token-first path's
+// scratch from the stream-ordered pool, launched on tileops' current stream.
 #if TILEOPS_WITH_CUDA
 
-#include "kernels/moe/moe_impls.h"
-#include "kernels/moe/moe_rank.h"
+#include "kernels/moe/moe_permute_impls.h"
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
-#include <vector>
 
+#include "kernels/moe/moe_permute_cuda.h"
+#include "kernels/moe/moe_permute_rank.h"
 #include "kernels/quant/quant_cuda.h"
 #include "tileops/core/cuda.h"
 
 namespace tileops {
 
 namespace ck = cuda_kernels;
-
-void MoERoutingCuda::forward(const Tensor& logits, const Tensor* bias, const Tensor& weights,
-                             const Tensor& ids, double routed_scaling_factor) {
-  ck::TopKRoutingArgs args;
-  args.logits = logits.data_ptr();
-  args.correction_bias = bias != nullptr ? bias->data<float>() : nullptr;
-  args.topk_weights = weights.data<float>();
-  args.topk_ids = ids.data<std::int32_t>();
-  args.tokens = call_.tokens;
-  args.num_experts = call_.experts;
-  args.top_k = call_.top_k;
-  args.scoring = call_.sigmoid ? ck::MoEScoring::sigmoid : ck::MoEScoring::softmax;
-  args.renormalize = call_.renormalize;
-  args.routed_scaling_factor = static_cast<float>(routed_scaling_factor);
-  args.logits_dtype = call_.logits_dtype;
-  args.n_group = call_.n_group;
-  args.topk_group = call_.topk_group;
-  ck::launch_moe_topk_routing(args, cuda_current_stream(call_.device.index));
-}
 
 namespace {
 
@@ -189,69 +174,6 @@ void MoEPostPermuteCuda::forward(const Tensor& expert_out, const Tensor& weights
   args.scale = static_cast<float>(scale);
   args.dtype = call_.dtype;
   ck::launch_moe_post_permute(args, cuda_current_stream(call_.device.index));
-}
-
-namespace {
-
-ck::MoEActivation kernel_activation(MoEActivation a) {
-  switch (a) {
-    case MoEActivation::silu_and_mul:
-      return ck::MoEActivation::silu_and_mul;
-    case MoEActivation::gelu_and_mul:
-      return ck::MoEActivation::gelu_and_mul;
-    case MoEActivation::none:
-      break;
-  }
-  return ck::MoEActivation::none;
-}
-
-}  // namespace
-
-ck::GroupedGemmArgs GroupedGemmCuda::shape_args() const {
-  ck::GroupedGemmArgs args;
-  args.M = call_.rows;
-  args.N = call_.n;
-  args.K = call_.k;
-  args.E = call_.experts;
-  args.activation = kernel_activation(call_.activation);
-  args.dtype = call_.dtype;
-  return args;
-}
-
-GroupedGemmCuda::GroupedGemmCuda(const GroupedGemmCall& call) : call_(call) {
-  configs_.preset(0, ck::grouped_gemm_default_config(shape_args(), call.device.index));
-}
-
-std::string GroupedGemmCuda::config() const {
-  return configs_.describe();
-}
-
-std::vector<std::string> GroupedGemmCuda::tuning_space() const {
-  std::vector<std::string> out;
-  for (const auto& c : ck::grouped_gemm_tuning_space(shape_args(), call_.device.index)) {
-    out.push_back(c.str());
-  }
-  return out;
-}
-
-void GroupedGemmCuda::forward(const Tensor& a, const Tensor& offsets, const Tensor& b,
-                              const Tensor& c) {
-  ck::GroupedGemmArgs args = shape_args();
-  args.a = a.data_ptr();
-  args.expert_offsets = offsets.data<std::int32_t>();
-  args.b = b.data_ptr();
-  args.c = c.data_ptr();
-  const int device = call_.device.index;
-  void* stream = cuda_current_stream(device);
-  const auto config = configs_.choose(
-      0, tune_requested(), [&] { return ck::grouped_gemm_default_config(args, device); },
-      [&] {
-        // Every candidate writes the same c (the call's own output): harmless.
-        return tune_among("moe_grouped_gemm", call_.str(),
-                          ck::grouped_gemm_tuning_space(args, device), device, stream,
-                          [&](const auto& cfg) { ck::launch_grouped_gemm(args, cfg, stream); });
-      });
-  ck::launch_grouped_gemm(args, config, stream);
 }
 
 }  // namespace tileops

@@ -8,7 +8,7 @@
 #include <iostream>
 #include <string_view>
 
-#include "kernels/cuda_tuning.h"
+#include "kernels/common/cuda_tuning.h"
 #include "tileops/core/cuda.h"
 
 namespace tileops {

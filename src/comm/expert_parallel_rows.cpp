@@ -1,10 +1,10 @@
 // The row moves of expert-parallel dispatch and combine (expert_parallel_rows.h): host loops for
 // the in-process group, the kernels of kernels/moe/expert_parallel_cuda.cu for a GPU transport.
-#include "ops/moe/expert_parallel_rows.h"
+#include "comm/expert_parallel_rows.h"
 
 #include <cstring>
 
-#include "ops/moe/expert_parallel_plan.h"
+#include "comm/expert_parallel_plan.h"
 #include "tileops/core/cuda.h"
 #include "tileops/core/error.h"
 

@@ -1,7 +1,8 @@
-// Internal: the implementations of the MoE kernel interfaces that the op classes list: the
-// CPU one (every machine) and, in CUDA builds, the adapter over the CUDA launcher (Hopper).
-// moe_cpu.cpp and moe_cuda_adapter.cpp define them. The CPU ones check the values they depend on
-// (ids, offsets, indices) and raise SignatureError for bad ones.
+// Internal: the implementations of the pre-permute interfaces (plain, quantizing, quantizing into
+// the masked layout) and the post-permute interface that the MoE permute ops list: the CPU ones
+// (moe_permute_cpu.cpp, moe_permute_quant_cpu.cpp) and, in CUDA builds, the adapters over the CUDA
+// launchers (moe_permute_cuda.h; moe_permute_cuda_adapter.cpp). The CPU ones check the values they
+// depend on (ids, map, inverse) and raise SignatureError for bad ones.
 #pragma once
 
 #include <string_view>
@@ -9,27 +10,12 @@
 #include "tileops/kernel/moe.h"
 
 #if TILEOPS_WITH_CUDA
-#include <mutex>
 #include <optional>
 #include <string>
-#include "kernels/moe/moe_cuda.h"
-#include "kernels/tuned_launch.h"
+#include <vector>
 #endif
 
 namespace tileops {
-
-class MoERoutingCpu final : public Kernel, public MoERoutingInterface {
- public:
-  using Interface = MoERoutingInterface;
-  static std::vector<Device::Type> devices() { return {Device::Type::cpu}; }
-  static constexpr bool general = true;
-  explicit MoERoutingCpu(const MoERoutingCall& call) : call_(call) {}
-  void forward(const Tensor& logits, const Tensor* bias, const Tensor& weights, const Tensor& ids,
-               double routed_scaling_factor) override;
-
- private:
-  MoERoutingCall call_;
-};
 
 class MoEPrePermuteCpu final : public Kernel, public MoEPrePermuteInterface {
  public:
@@ -49,7 +35,7 @@ class MoEPrePermuteCpu final : public Kernel, public MoEPrePermuteInterface {
 };
 
 /// The CPU pre-permute, then the CPU per-token-group quantization of its rows
-/// (moe_pre_permute_quant_cpu.cpp): the two kernels the op's values are defined by.
+/// (moe_permute_quant_cpu.cpp): the two kernels the op's values are defined by.
 class MoEPrePermuteQuantCpu final : public Kernel, public MoEPrePermuteQuantInterface {
  public:
   using Interface = MoEPrePermuteQuantInterface;
@@ -69,7 +55,7 @@ class MoEPrePermuteQuantCpu final : public Kernel, public MoEPrePermuteQuantInte
 };
 
 /// The contiguous CPU kernel above into scratches, then each expert's rows moved to its block
-/// (moe_pre_permute_quant_cpu.cpp): the same rows bit for bit; a count above max_m raises.
+/// (moe_permute_quant_cpu.cpp): the same rows bit for bit; a count above max_m raises.
 class MoEPrePermuteQuantMaskedCpu final : public Kernel, public MoEPrePermuteQuantMaskedInterface {
  public:
   using Interface = MoEPrePermuteQuantMaskedInterface;
@@ -97,32 +83,7 @@ class MoEPostPermuteCpu final : public Kernel, public MoEPostPermuteInterface {
   MoEPermuteCall call_;
 };
 
-class GroupedGemmCpu final : public Kernel, public GroupedGemmInterface {
- public:
-  using Interface = GroupedGemmInterface;
-  static std::vector<Device::Type> devices() { return {Device::Type::cpu}; }
-  static constexpr bool general = true;
-  explicit GroupedGemmCpu(const GroupedGemmCall& call) : call_(call) {}
-  void forward(const Tensor& a, const Tensor& offsets, const Tensor& b, const Tensor& c) override;
-
- private:
-  GroupedGemmCall call_;
-};
-
 #if TILEOPS_WITH_CUDA
-
-class MoERoutingCuda final : public Kernel, public MoERoutingInterface {
- public:
-  using Interface = MoERoutingInterface;
-  static std::vector<Device::Type> devices() { return {Device::Type::cuda}; }
-  static std::optional<std::vector<int>> supported_archs() { return std::vector<int>{90}; }
-  explicit MoERoutingCuda(const MoERoutingCall& call) : call_(call) {}
-  void forward(const Tensor& logits, const Tensor* bias, const Tensor& weights, const Tensor& ids,
-               double routed_scaling_factor) override;
-
- private:
-  MoERoutingCall call_;
-};
 
 class MoEPrePermuteCuda final : public Kernel, public MoEPrePermuteInterface {
  public:
@@ -138,7 +99,7 @@ class MoEPrePermuteCuda final : public Kernel, public MoEPrePermuteInterface {
 };
 
 /// The fused kernel: launch_moe_pre_permute with permuted_q (one pass, no bf16 copy). Refuses
-/// what its vector layout cannot take (moe_cuda.h); the unfused one below serves those, and
+/// what its vector layout cannot take (moe_permute_cuda.h); the unfused one below serves those, and
 /// this one wins where both serve.
 class MoEPrePermuteQuantCuda final : public Kernel, public MoEPrePermuteQuantInterface {
  public:
@@ -203,24 +164,6 @@ class MoEPostPermuteCuda final : public Kernel, public MoEPostPermuteInterface {
 
  private:
   MoEPermuteCall call_;
-};
-
-class GroupedGemmCuda final : public Kernel, public GroupedGemmInterface {
- public:
-  using Interface = GroupedGemmInterface;
-  static std::vector<Device::Type> devices() { return {Device::Type::cuda}; }
-  static std::optional<std::vector<int>> supported_archs() { return std::vector<int>{90}; }
-  explicit GroupedGemmCuda(const GroupedGemmCall& call);
-  void forward(const Tensor& a, const Tensor& offsets, const Tensor& b, const Tensor& c) override;
-  std::string config() const override;
-  std::vector<std::string> tuning_space() const override;
-
- private:
-  cuda_kernels::GroupedGemmArgs shape_args() const;
-
-  GroupedGemmCall call_;
-  // One key: an entry serves one call spec, whose shape the configuration depends on.
-  TunedConfigs<int, cuda_kernels::GroupedGemmConfig> configs_;
 };
 
 #endif  // TILEOPS_WITH_CUDA

@@ -6,8 +6,8 @@
 
 #include <cstring>
 
-#include "ops/moe/expert_parallel_plan.h"
-#include "ops/moe/expert_parallel_rows.h"
+#include "comm/expert_parallel_plan.h"
+#include "comm/expert_parallel_rows.h"
 #include "tileops/ops/moe_expert_parallel.h"
 
 namespace tileops {

@@ -15,7 +15,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include "kernels/cuda_tuning.h"
+#include "kernels/common/cuda_tuning.h"
 
 namespace tileops::tuning_db {
 namespace {

@@ -1,6 +1,8 @@
 // Internal: the PTX wrappers of the Hopper (sm_90) asynchronous pipelines the kernels share:
 // mbarriers in shared memory (init, arrive, arrive with an expected transaction count, wait on a
-// phase parity) and the 1D bulk copy (cp.async.bulk, the TMA engine) that completes on one.
+// phase parity; arrive on another block's barrier and wait at cluster scope, for clusters) and
+// the 1D bulk copy (cp.async.bulk, the TMA engine) that completes on one (the 2D tile copies:
+// tma.cuh).
 // Shared-memory addresses are 32-bit offsets (__cvta_generic_to_shared). Include only from .cu
 // files, and call only from code compiled for sm_90 (the callers guard their kernel bodies).
 #pragma once
@@ -45,6 +47,35 @@ __device__ __forceinline__ void wait(uint32_t bar, uint32_t parity) {
         "{\n"
         ".reg .pred p;\n"
         "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n"
+        "}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (done == 0);
+}
+
+/// One arrival on the barrier at the shared offset `bar` of block `cta` of the cluster (release
+/// at cluster scope).
+__device__ __forceinline__ void arrive_cluster(uint32_t bar, uint32_t cta) {
+  asm volatile(
+      "{\n"
+      ".reg .b32 remote;\n"
+      "mapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
+      "}\n" ::"r"(bar),
+      "r"(cta)
+      : "memory");
+}
+
+/// wait with cluster-scope acquire (for a barrier that also receives another block's arrivals).
+__device__ __forceinline__ void wait_cluster(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
         "selp.u32 %0, 1, 0, p;\n"
         "}\n"
         : "=r"(done)

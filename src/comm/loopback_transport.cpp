@@ -1,6 +1,6 @@
 // The in-process expert-parallel group (loopback_transport.h). A collective is: post this rank's
 // buffers, barrier, read the peers' posts, barrier (so no post is overwritten while read).
-#include "ops/moe/loopback_transport.h"
+#include "comm/loopback_transport.h"
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 #include <mutex>
 #include <optional>
 
-#include "ops/moe/expert_parallel_plan.h"
+#include "comm/expert_parallel_plan.h"
 
 namespace tileops {
 

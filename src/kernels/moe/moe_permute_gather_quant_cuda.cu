@@ -1,11 +1,11 @@
-// The pre-permute's gather fused with per-token-group FP8 quantization (moe_cuda.h,
+// The pre-permute's gather fused with per-token-group FP8 quantization (moe_permute_cuda.h,
 // PrePermuteArgs::permuted_q, states the values): the quantization kernel's vector layout
 // (token_group_quant_cuda.cu) over the groups of the T*K output rows, each group reading its
 // token's row through inverse. Group item i is output group i % (H / group_size) of pair
 // i / (H / group_size): a kept pair writes row inverse[pair]; in the contiguous layout a pair at
 // or past offsets[E] also writes its own row as the quantized zero row (as the copy kernel
 // zero-fills it). The masked layout writes only through inverse.
-#include "kernels/moe/moe_gather_quant.h"
+#include "kernels/moe/moe_permute_gather_quant.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -15,8 +15,8 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/cuda_vectors.cuh"
-#include "kernels/fast_divide.h"
+#include "kernels/common/fast_divide.h"
+#include "kernels/common/vectors.cuh"
 #include "kernels/quant/token_group_quant.cuh"
 #include "tileops/core/error.h"
 

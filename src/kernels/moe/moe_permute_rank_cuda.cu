@@ -1,5 +1,5 @@
-// The pre-permute's ranking (moe_rank.h states what it writes). A block's W warps each own a
-// contiguous segment of the block's pairs, with W x E counters in shared memory:
+// The pre-permute's ranking (moe_permute_rank.h states what it writes). A block's W warps each own
+// a contiguous segment of the block's pairs, with W x E counters in shared memory:
 // - count: per warp, the pairs of each expert (32 pairs at a time; __match_any_sync groups the
 //   lanes of equal expert, the highest lane of each group adds the group's size);
 // - prefix: per expert, the counters become the exclusive prefix over the warps plus the
@@ -14,7 +14,7 @@
 // over the blocks, a scan over the experts for offsets, scratch[b][e] becomes the block's base)
 // and assign (each block counts again, then assigns), where the pairs are many: a single block is
 // latency bound (docs/perf/2026-12-02-h200-pre-permute.md).
-#include "kernels/moe/moe_rank.h"
+#include "kernels/moe/moe_permute_rank.h"
 
 #include <cuda_runtime.h>
 
@@ -23,7 +23,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/moe/moe_launch_errors.h"
+#include "kernels/moe/moe_permute_launch_errors.h"
 #include "tileops/core/error.h"
 
 namespace tileops::cuda_kernels {

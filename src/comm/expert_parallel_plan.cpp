@@ -1,5 +1,5 @@
 // The index arithmetic of expert-parallel dispatch and combine (expert_parallel_plan.h).
-#include "ops/moe/expert_parallel_plan.h"
+#include "comm/expert_parallel_plan.h"
 
 #include <fmt/format.h>
 

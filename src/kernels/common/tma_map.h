@@ -1,12 +1,12 @@
-// Internal: the TMA tensor maps of the Hopper grouped GEMMs (grouped_gemm_wgmma_cuda.cu,
-// grouped_gemm_fp8_cuda.cu): a 2D row-major tensor read or written in boxes, 128-byte swizzle.
+// Internal: the TMA tensor maps of the Hopper kernels (the grouped GEMMs, attention next):
+// a 2D row-major tensor read or written in boxes, 128-byte swizzle (tma.cuh moves the boxes).
 #pragma once
 
 #include <cuda.h>
 
 #include <cstdint>
 
-namespace tileops::cuda_kernels::moe_detail {
+namespace tileops::cuda_kernels::hopper {
 
 /// A map over the row-major [rows, cols] tensor at `base` (elements of `elem_bytes` bytes, rows
 /// of cols elements, cols * elem_bytes a multiple of 16), in boxes of box_cols x box_rows
@@ -15,4 +15,4 @@ namespace tileops::cuda_kernels::moe_detail {
 CUtensorMap make_tma_map_2d(const void* base, CUtensorMapDataType type, int elem_bytes,
                             int64_t rows, int64_t cols, int box_cols, int box_rows);
 
-}  // namespace tileops::cuda_kernels::moe_detail
+}  // namespace tileops::cuda_kernels::hopper

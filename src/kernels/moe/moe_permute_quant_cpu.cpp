@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/moe/moe_impls.h"
+#include "kernels/moe/moe_permute_impls.h"
 #include "kernels/quant/token_group_quant_impls.h"
 
 namespace tileops {

@@ -1,6 +1,6 @@
-// Expert-parallel packing and combine kernels (see expert_parallel_cuda.h). Both are copies or
+// Expert-parallel packing and combine kernels (see expert_parallel_rows_cuda.h). Both are copies or
 // sums of whole rows: a block per row (or per token), threads over the row's words.
-#include "kernels/moe/expert_parallel_cuda.h"
+#include "comm/expert_parallel_rows_cuda.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/cuda_vectors.cuh"
+#include "kernels/common/vectors.cuh"
 #include "tileops/core/cuda.h"
 #include "tileops/core/error.h"
 

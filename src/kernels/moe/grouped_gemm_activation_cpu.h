@@ -1,10 +1,10 @@
 // Internal: the gated activations of the grouped GEMMs' CPU epilogues, in float32 as
-// manifest/moe.yaml defines them (shared by moe_cpu.cpp and grouped_gemm_fp8_cpu.cpp).
+// manifest/moe.yaml defines them (shared by grouped_gemm_cpu.cpp and grouped_gemm_fp8_cpu.cpp).
 #pragma once
 
 #include <cmath>
 
-namespace tileops::moe_cpu {
+namespace tileops::grouped_gemm_cpu {
 
 inline float silu(float g) {
   return g / (1.0f + std::exp(-g));
@@ -15,4 +15,4 @@ inline float gelu_tanh(float g) {
   return 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g)));
 }
 
-}  // namespace tileops::moe_cpu
+}  // namespace tileops::grouped_gemm_cpu

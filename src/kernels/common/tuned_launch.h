@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/cuda_tuning.h"
+#include "kernels/common/cuda_tuning.h"
 
 namespace tileops {
 

@@ -1,6 +1,6 @@
-// The TMA tensor maps of the Hopper grouped GEMMs (tma_map.h), encoded through the driver entry
+// The TMA tensor maps of the Hopper kernels (tma_map.h), encoded through the driver entry
 // point the runtime hands out (no link against libcuda).
-#include "kernels/moe/tma_map.h"
+#include "kernels/common/tma_map.h"
 
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
@@ -9,7 +9,7 @@
 
 #include "tileops/core/error.h"
 
-namespace tileops::cuda_kernels::moe_detail {
+namespace tileops::cuda_kernels::hopper {
 namespace {
 
 PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
@@ -30,7 +30,7 @@ CUtensorMap make_tma_map_2d(const void* base, CUtensorMapDataType type, int elem
                             int64_t rows, int64_t cols, int box_cols, int box_rows) {
   const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_fn();
   if (encode == nullptr)
-    throw UsageError("grouped_gemm (CUDA): cuTensorMapEncodeTiled is not available");
+    throw UsageError("tma_map (CUDA): cuTensorMapEncodeTiled is not available");
   CUtensorMap map;
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols) *
@@ -42,9 +42,9 @@ CUtensorMap make_tma_map_2d(const void* base, CUtensorMapDataType type, int elem
              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (res != CUDA_SUCCESS)
-    throw UsageError("grouped_gemm (CUDA): cuTensorMapEncodeTiled failed with error " +
+    throw UsageError("tma_map (CUDA): cuTensorMapEncodeTiled failed with error " +
                      std::to_string(static_cast<int>(res)));
   return map;
 }
 
-}  // namespace tileops::cuda_kernels::moe_detail
+}  // namespace tileops::cuda_kernels::hopper

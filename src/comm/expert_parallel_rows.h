@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/moe/expert_parallel_cuda.h"
-#include "ops/moe/expert_parallel_plan.h"
+#include "comm/expert_parallel_plan.h"
+#include "comm/expert_parallel_rows_cuda.h"
 #include "tileops/core/tensor.h"
 
 namespace tileops::expert_parallel {
