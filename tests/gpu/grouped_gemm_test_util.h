@@ -40,7 +40,7 @@ namespace ck = tileops::cuda_kernels;
 using ck::GroupedGemmArgs;
 using ck::GroupedGemmConfig;
 using ck::GroupedGemmVariant;
-using ck::MoEActivation;
+using tileops::MoEActivation;
 
 using namespace tileops::kernel_test;  // NOLINT: the shared kernel-test helpers
 

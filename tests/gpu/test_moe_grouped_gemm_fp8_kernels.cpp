@@ -50,10 +50,10 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr std::uint8_t kOne = 0x38;  // e4m3 1.0
 
-ck::MoEActivation activation_of(const Problem& p) {
-  return p.act == "none"           ? ck::MoEActivation::none
-         : p.act == "silu_and_mul" ? ck::MoEActivation::silu_and_mul
-                                   : ck::MoEActivation::gelu_and_mul;
+MoEActivation activation_of(const Problem& p) {
+  return p.act == "none"           ? MoEActivation::none
+         : p.act == "silu_and_mul" ? MoEActivation::silu_and_mul
+                                   : MoEActivation::gelu_and_mul;
 }
 
 Problem make_problem(std::string name, std::int64_t E, std::int64_t N, std::int64_t K,

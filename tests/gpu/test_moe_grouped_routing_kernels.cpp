@@ -38,7 +38,7 @@ namespace {
 
 using tileops::DType;
 namespace ck = tileops::cuda_kernels;
-using ck::MoEScoring;
+using tileops::MoEScoring;
 
 using namespace tileops::kernel_test;  // NOLINT: the shared kernel-test helpers
 

@@ -19,8 +19,6 @@
 
 namespace tileops::cuda_kernels::moe_detail {
 
-enum : int { kActNone = 0, kActSilu = 1, kActGelu = 2 };
-
 struct GemmParams {
   const void* a;
   const int32_t* offsets;  // [E + 1]
@@ -31,7 +29,7 @@ struct GemmParams {
   int64_t K;
   int64_t n_out;  // N (none) or N / 2 (gated)
   int E;
-  int act;
+  MoEActivation act;
   // Tiles across n_out for one m-tile: ceil(n_out / (block_n or block_n / 2 when gated)).
   int n_tiles;
 };
@@ -101,8 +99,8 @@ __device__ __forceinline__ float gelu_tanh_f(float g) {
   return 0.5f * g * (1.0f + tanhf(k0 * (g + k1 * g * g * g)));
 }
 
-__device__ __forceinline__ float gated(int act, float g, float u) {
-  return (act == kActSilu ? silu_f(g) : gelu_tanh_f(g)) * u;
+__device__ __forceinline__ float gated(MoEActivation act, float g, float u) {
+  return (act == MoEActivation::silu_and_mul ? silu_f(g) : gelu_tanh_f(g)) * u;
 }
 
 using vec::round_to;

@@ -48,7 +48,7 @@ __global__ void __launch_bounds__(kSimtThreads) grouped_gemm_simt_kernel(const G
   const T* A = static_cast<const T*>(p.a);
   const T* B = static_cast<const T*>(p.b);
   T* C = static_cast<T*>(p.c);
-  const bool is_gated = p.act != kActNone;
+  const bool is_gated = p.act != MoEActivation::none;
   const int64_t K = p.K;
   const int64_t half_n = p.N / 2;
 
@@ -401,9 +401,7 @@ void launch_grouped_gemm(const GroupedGemmArgs& a, const GroupedGemmConfig& conf
   p.K = a.K;
   p.n_out = n_out;
   p.E = static_cast<int>(a.E);
-  p.act = a.activation == MoEActivation::none           ? moe_detail::kActNone
-          : a.activation == MoEActivation::silu_and_mul ? moe_detail::kActSilu
-                                                        : moe_detail::kActGelu;
+  p.act = a.activation;
   const int64_t tile_cols = is_gated ? cfg.block_n / 2 : cfg.block_n;
   const int64_t n_tiles = (n_out + tile_cols - 1) / tile_cols;
   if (n_tiles > INT_MAX)

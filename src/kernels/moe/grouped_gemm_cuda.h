@@ -13,10 +13,9 @@
 #include <vector>
 
 #include "tileops/core/dtype.h"
+#include "tileops/kernel/moe.h"
 
 namespace tileops::cuda_kernels {
-
-enum class MoEActivation { none, silu_and_mul, gelu_and_mul };
 
 // Grouped GEMM over expert-contiguous rows.
 //

@@ -15,21 +15,7 @@ namespace tileops {
 
 namespace ck = cuda_kernels;
 
-namespace {
-
-ck::MoEActivation kernel_activation(MoEActivation a) {
-  switch (a) {
-    case MoEActivation::silu_and_mul:
-      return ck::MoEActivation::silu_and_mul;
-    case MoEActivation::gelu_and_mul:
-      return ck::MoEActivation::gelu_and_mul;
-    case MoEActivation::none:
-      break;
-  }
-  return ck::MoEActivation::none;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 ck::GroupedGemmArgs GroupedGemmCuda::shape_args() const {
   ck::GroupedGemmArgs args;
@@ -37,7 +23,7 @@ ck::GroupedGemmArgs GroupedGemmCuda::shape_args() const {
   args.N = call_.n;
   args.K = call_.k;
   args.E = call_.experts;
-  args.activation = kernel_activation(call_.activation);
+  args.activation = call_.activation;
   args.dtype = call_.dtype;
   return args;
 }

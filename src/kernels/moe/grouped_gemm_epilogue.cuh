@@ -47,7 +47,7 @@ __device__ __forceinline__ uint32_t pack2(float v0, float v1) {
 template <typename T, int BN, bool GATED>
 __device__ __forceinline__ void store_chunk(const float (&acc)[BN / 2], int chunk, uint32_t buf,
                                             bool reuse, const CUtensorMap* map, int col, int row,
-                                            int act, int bar_id, int wt) {
+                                            MoEActivation act, int bar_id, int wt) {
   const int lane = wt & 31;
   const int w4 = wt >> 5;
   if (reuse) {

@@ -181,9 +181,7 @@ void launch_grouped_gemm_fp8(const GroupedGemmFP8Args& a, const GroupedGemmFP8Cu
   p.K = a.K;
   p.n_out = n_out;
   p.E = static_cast<int>(a.E);
-  p.act = a.activation == MoEActivation::none           ? moe_detail::kActNone
-          : a.activation == MoEActivation::silu_and_mul ? moe_detail::kActSilu
-                                                        : moe_detail::kActGelu;
+  p.act = a.activation;
   const int64_t tile_cols = gated ? config.block_n / 2 : config.block_n;
   p.n_tiles = static_cast<int>((n_out + tile_cols - 1) / tile_cols);
   p.max_m = static_cast<int>(a.max_m);

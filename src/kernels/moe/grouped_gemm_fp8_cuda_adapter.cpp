@@ -15,18 +15,6 @@ namespace ck = cuda_kernels;
 
 namespace {
 
-ck::MoEActivation kernel_activation(MoEActivation a) {
-  switch (a) {
-    case MoEActivation::silu_and_mul:
-      return ck::MoEActivation::silu_and_mul;
-    case MoEActivation::gelu_and_mul:
-      return ck::MoEActivation::gelu_and_mul;
-    case MoEActivation::none:
-      break;
-  }
-  return ck::MoEActivation::none;
-}
-
 ck::GroupedGemmFP8Args shape_args(const GroupedGemmFP8Call& call) {
   ck::GroupedGemmFP8Args args;
   args.M = call.rows;
@@ -36,7 +24,7 @@ ck::GroupedGemmFP8Args shape_args(const GroupedGemmFP8Call& call) {
   args.max_m = call.max_m;
   args.block_n = call.block_n;
   args.block_k = call.block_k;
-  args.activation = kernel_activation(call.activation);
+  args.activation = call.activation;
   return args;
 }
 

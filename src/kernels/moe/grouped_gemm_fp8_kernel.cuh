@@ -51,7 +51,7 @@ struct FP8GemmParams {
   int64_t K;
   int64_t n_out;
   int E;
-  int act;
+  MoEActivation act;
   int n_tiles;
   int max_m;  // 0: the contiguous layout
   int kblocks;
@@ -155,7 +155,7 @@ __global__ void __launch_bounds__(FP8Shape<BM, BN, STAGES>::kThreads, 1)
   const int wg = warp >> 2;
   const int KT = p.kblocks;
   const int N = static_cast<int>(p.N);
-  const bool is_gated = p.act != kActNone;
+  const bool is_gated = p.act != MoEActivation::none;
 
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {

@@ -115,7 +115,7 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 1)
   T* C = static_cast<T*>(p.c);
   const int K = static_cast<int>(p.K);
   const int KT = (K + 63) / 64;
-  const bool is_gated = p.act != kActNone;
+  const bool is_gated = p.act != MoEActivation::none;
   const int half_n = static_cast<int>(p.N / 2);
   const int N = static_cast<int>(p.N);
 

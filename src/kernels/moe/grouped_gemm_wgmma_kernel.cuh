@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(WgShape<BM, BN, STAGES, TS>::kThreads, 1)
   const int wg = warp >> 2;
   const int K = static_cast<int>(p.K);
   const int KT = (K + 63) / 64;
-  const bool is_gated = p.act != kActNone;
+  const bool is_gated = p.act != MoEActivation::none;
   // The scheduler's units: CL m-tiles of one expert and one n-tile; with CL = 2 the cluster's
   // blocks take the unit's m-tiles by rank (a missing second m-tile: rows 0, the block's
   // consumers drain the pipeline without MMAs and store nothing).

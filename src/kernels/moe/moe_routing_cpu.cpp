@@ -67,7 +67,7 @@ void routing_rows(const Tensor& logits, const float* bias, float* weights, std::
     std::vector<char> candidate(static_cast<std::size_t>(experts), char{1});
     for (std::int64_t t = begin; t < end; ++t) {
       const T* row = lp + t * experts;
-      if (call.sigmoid) {
+      if (call.scoring == MoEScoring::sigmoid) {
         for (std::int64_t e = 0; e < experts; ++e) {
           score[e] = 1.0f / (1.0f + std::exp(-cpu::to_float(row[e])));
         }

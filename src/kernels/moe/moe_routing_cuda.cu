@@ -49,7 +49,7 @@ struct RouteParams {
   int group_size;   // E / n_group
   int group_lanes;  // lanes scanning one group: a power of two, <= group_size, * n_group <= 32
   int topk_group;
-  bool softmax;
+  MoEScoring scoring;
   bool renormalize;
   float scaling;
 };
@@ -173,7 +173,7 @@ __global__ void __launch_bounds__(kRouteMaxWarps * 32) moe_topk_kernel(const Rou
     s[e] = x;
     mx = fmaxf(mx, x);
   }
-  if (p.softmax) {
+  if (p.scoring == MoEScoring::softmax) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
     float sum = 0.f;
@@ -330,7 +330,7 @@ void launch_moe_topk_routing(const TopKRoutingArgs& a, void* stream) {
   while (p.group_lanes * 2 * a.n_group <= 32 && p.group_lanes * 2 <= p.group_size)
     p.group_lanes *= 2;
   p.topk_group = static_cast<int>(a.topk_group);
-  p.softmax = a.scoring == MoEScoring::softmax;
+  p.scoring = a.scoring;
   p.renormalize = a.renormalize;
   p.scaling = a.routed_scaling_factor;
   const int64_t smem = per_warp * warps;

@@ -9,10 +9,9 @@
 #include <cstdint>
 
 #include "tileops/core/dtype.h"
+#include "tileops/kernel/moe.h"
 
 namespace tileops::cuda_kernels {
-
-enum class MoEScoring { softmax, sigmoid };
 
 // Top-k routing: s_e = softmax_e(float(logits[t])) (max subtracted, expf) or
 // sigmoid(float(logits[t][e])); selection score c_e = s_e + bias_e (0 without a bias). The top_k

@@ -23,7 +23,7 @@ void MoERoutingCuda::forward(const Tensor& logits, const Tensor* bias, const Ten
   args.tokens = call_.tokens;
   args.num_experts = call_.experts;
   args.top_k = call_.top_k;
-  args.scoring = call_.sigmoid ? ck::MoEScoring::sigmoid : ck::MoEScoring::softmax;
+  args.scoring = call_.scoring;
   args.renormalize = call_.renormalize;
   args.routed_scaling_factor = static_cast<float>(routed_scaling_factor);
   args.logits_dtype = call_.logits_dtype;

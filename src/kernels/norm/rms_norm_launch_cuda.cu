@@ -28,21 +28,7 @@ int sm_count(int device) {
 
 // The kernels' parameters for `a`, with tpr threads on each of rows_per_block rows of a block.
 RMSNormParams make_params(const RMSNormArgs& a, int tpr, int rows_per_block) {
-  RMSNormParams p;
-  p.x = a.x;
-  p.residual = a.residual;
-  p.weight = a.weight;
-  p.y = a.y;
-  p.x_stride = a.x_row_stride;
-  p.residual_stride = a.residual_row_stride;
-  p.y_stride = a.y_row_stride;
-  p.rows = a.rows;
-  p.cols = static_cast<int>(a.cols);
-  p.tpr = tpr;
-  p.rows_per_block = rows_per_block;
-  p.eps = a.eps;
-  p.inv_cols = static_cast<float>(1.0 / static_cast<double>(a.cols));
-  return p;
+  return {a, tpr, rows_per_block, static_cast<float>(1.0 / static_cast<double>(a.cols))};
 }
 
 namespace {

@@ -49,7 +49,7 @@ void MoETopKRoutingFwdOp::forward(const SignatureCall& call, const Tensor& logit
   spec.experts = logits.size(1);
   spec.top_k = params().top_k;
   spec.logits_dtype = logits.dtype();
-  spec.sigmoid = params().scoring == "sigmoid";
+  spec.scoring = moe_scoring(params().scoring);
   spec.renormalize = params().renormalize;
   spec.has_bias = correction_bias.defined();
   spec.n_group = params().n_group;
