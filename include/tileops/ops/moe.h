@@ -33,7 +33,7 @@ class MoETopKRoutingFwdOp final : public gen::MoETopKRoutingFwdOpBase<MoETopKRou
   using MoETopKRoutingFwdOpBase::MoETopKRoutingFwdOpBase;
   static std::vector<InterfaceInfo> interfaces();
   static std::vector<ImplementationInfo> kernel_types();
-  void forward(const SignatureCall& call, const Tensor& logits, const Tensor& correction_bias,
+  void forward(const Indices& call, const Tensor& logits, const Tensor& correction_bias,
                const Tensor& topk_weights, const Tensor& topk_ids);
 };
 
@@ -46,7 +46,7 @@ class MoEPrePermuteFwdOp final : public gen::MoEPrePermuteFwdOpBase<MoEPrePermut
   /// Distinct ids per token (and, with a map, the first num_experts of the global experts local).
   static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
                                              Device device);
-  void forward(const SignatureCall& call, const Tensor& x, const Tensor& topk_ids,
+  void forward(const Indices& call, const Tensor& x, const Tensor& topk_ids,
                const Tensor& expert_map, const Tensor& permuted_x, const Tensor& expert_offsets,
                const Tensor& inverse);
 };
@@ -62,7 +62,7 @@ class MoEPrePermuteQuantFP8FwdOp final
   /// As MoEPrePermuteFwdOp's: distinct ids per token (a map keeps the first num_experts local).
   static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
                                              Device device);
-  void forward(const SignatureCall& call, const Tensor& x, const Tensor& topk_ids,
+  void forward(const Indices& call, const Tensor& x, const Tensor& topk_ids,
                const Tensor& expert_map, const Tensor& permuted_q, const Tensor& permuted_scales,
                const Tensor& expert_offsets, const Tensor& inverse);
 };
@@ -80,7 +80,7 @@ class MoEPrePermuteQuantFP8MaskedFwdOp final
   /// whole output is written and checked), else distinct ids per token as the contiguous op's.
   static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
                                              Device device);
-  void forward(const SignatureCall& call, const Tensor& x, const Tensor& topk_ids,
+  void forward(const Indices& call, const Tensor& x, const Tensor& topk_ids,
                const Tensor& expert_map, const Tensor& a, const Tensor& a_scales,
                const Tensor& counts, const Tensor& inverse);
 };
@@ -95,8 +95,8 @@ class MoEGroupedGemmFwdOp final : public gen::MoEGroupedGemmFwdOpBase<MoEGrouped
   static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
                                              Device device);
   std::string roof_key() const override;
-  void forward(const SignatureCall& call, const Tensor& a, const Tensor& expert_offsets,
-               const Tensor& b, const Tensor& c);
+  void forward(const Indices& call, const Tensor& a, const Tensor& expert_offsets, const Tensor& b,
+               const Tensor& c);
 };
 
 /// c = op(a, a_scales, expert_offsets, b, b_scales): the FP8 block-scaled grouped GEMM. No CUDA
@@ -111,7 +111,7 @@ class MoEGroupedGemmFP8FwdOp final
   static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
                                              Device device);
   std::string roof_key() const override;
-  void forward(const SignatureCall& call, const Tensor& a, const Tensor& a_scales,
+  void forward(const Indices& call, const Tensor& a, const Tensor& a_scales,
                const Tensor& expert_offsets, const Tensor& b, const Tensor& b_scales,
                const Tensor& c);
 };
@@ -128,8 +128,8 @@ class MoEGroupedGemmFP8MaskedFwdOp final
   static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
                                              Device device);
   std::string roof_key() const override;
-  void forward(const SignatureCall& call, const Tensor& a, const Tensor& a_scales,
-               const Tensor& counts, const Tensor& b, const Tensor& b_scales, const Tensor& c);
+  void forward(const Indices& call, const Tensor& a, const Tensor& a_scales, const Tensor& counts,
+               const Tensor& b, const Tensor& b_scales, const Tensor& c);
 };
 
 /// y = op(expert_out, topk_weights, inverse).
@@ -141,7 +141,7 @@ class MoEPostPermuteFwdOp final : public gen::MoEPostPermuteFwdOpBase<MoEPostPer
   /// inverse is a permutation of the expert rows.
   static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
                                              Device device);
-  void forward(const SignatureCall& call, const Tensor& expert_out, const Tensor& topk_weights,
+  void forward(const Indices& call, const Tensor& expert_out, const Tensor& topk_weights,
                const Tensor& inverse, const Tensor& y);
 };
 
@@ -152,11 +152,10 @@ class MoEPostPermuteFwdOp final : public gen::MoEPostPermuteFwdOpBase<MoEPostPer
 class MoEExpertMLPFwdOp final : public gen::MoEExpertMLPFwdOpBase<MoEExpertMLPFwdOp> {
  public:
   explicit MoEExpertMLPFwdOp(Params params, Target target = {});
-  static std::vector<DelegateType> delegate_types();
   static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
                                              Device device);
   std::string roof_key() const override;
-  void forward(const SignatureCall& call, const Tensor& x, const Tensor& expert_offsets,
+  void forward(const Indices& call, const Tensor& x, const Tensor& expert_offsets,
                const Tensor& w13, const Tensor& w2, const Tensor& y);
 
  private:
@@ -170,12 +169,11 @@ class MoEExpertMLPFwdOp final : public gen::MoEExpertMLPFwdOpBase<MoEExpertMLPFw
 class MoEExpertMLPFP8FwdOp final : public gen::MoEExpertMLPFP8FwdOpBase<MoEExpertMLPFP8FwdOp> {
  public:
   explicit MoEExpertMLPFP8FwdOp(Params params, Target target = {});
-  static std::vector<DelegateType> delegate_types();
   /// Uniform routing offsets; e4m3 weights of variance 1/fan-in with their block scales.
   static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
                                              Device device);
   std::string roof_key() const override;
-  void forward(const SignatureCall& call, const Tensor& x, const Tensor& expert_offsets,
+  void forward(const Indices& call, const Tensor& x, const Tensor& expert_offsets,
                const Tensor& w13, const Tensor& w2, const Tensor& w13_scales,
                const Tensor& w2_scales, const Tensor& x_scales, const Tensor& y);
 
@@ -192,14 +190,13 @@ class MoEExpertMLPFP8MaskedFwdOp final
     : public gen::MoEExpertMLPFP8MaskedFwdOpBase<MoEExpertMLPFP8MaskedFwdOp> {
  public:
   explicit MoEExpertMLPFP8MaskedFwdOp(Params params, Target target = {});
-  static std::vector<DelegateType> delegate_types();
   /// Two rows per expert (64 tokens of top-8 over 256 experts), at most max_m; weights as
   /// MoEExpertMLPFP8FwdOp's.
   static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
                                              Device device);
   std::string roof_key() const override;
-  void forward(const SignatureCall& call, const Tensor& x, const Tensor& x_scales,
-               const Tensor& counts, const Tensor& w13, const Tensor& w2, const Tensor& w13_scales,
+  void forward(const Indices& call, const Tensor& x, const Tensor& x_scales, const Tensor& counts,
+               const Tensor& w13, const Tensor& w2, const Tensor& w13_scales,
                const Tensor& w2_scales, const Tensor& y);
 
  private:
@@ -217,11 +214,10 @@ class MoEExpertMLPFP8MaskedFwdOp final
 class FusedMoEExpertsFwdOp final : public gen::FusedMoEExpertsFwdOpBase<FusedMoEExpertsFwdOp> {
  public:
   explicit FusedMoEExpertsFwdOp(Params params, Target target = {});
-  static std::vector<DelegateType> delegate_types();
   static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
                                              Device device);
   std::string roof_key() const override;
-  void forward(const SignatureCall& call, const Tensor& x, const Tensor& topk_weights,
+  void forward(const Indices& call, const Tensor& x, const Tensor& topk_weights,
                const Tensor& topk_ids, const Tensor& w13, const Tensor& w2,
                const Tensor& expert_map, const Tensor& w13_scales, const Tensor& w2_scales,
                const Tensor& y);
@@ -270,7 +266,6 @@ class FusedMoEFwdOp final : public gen::FusedMoEFwdOpBase<FusedMoEFwdOp> {
   explicit FusedMoEFwdOp(Params params, Target target = {},
                          std::shared_ptr<FusedMoEExpertsFwdOp> experts = nullptr,
                          std::shared_ptr<MoEPrepareFinalize> prepare_finalize = nullptr);
-  static std::vector<DelegateType> delegate_types();
   static std::vector<std::string> injected_parameters();
   /// The dynamic path (make_op): the manifest parameters, and `experts` and `prepare_finalize` as
   /// `injected<FusedMoEExpertsFwdOp>` / `injected<MoEPrepareFinalize>` values (or None).
@@ -279,9 +274,9 @@ class FusedMoEFwdOp final : public gen::FusedMoEFwdOpBase<FusedMoEFwdOp> {
                                              Device device);
   std::string roof_key() const override;
   const MoEPrepareFinalize& prepare_finalize() const { return *prepare_finalize_; }
-  void forward(const SignatureCall& call, const Tensor& x, const Tensor& router_logits,
-               const Tensor& w13, const Tensor& w2, const Tensor& correction_bias,
-               const Tensor& w13_scales, const Tensor& w2_scales, const Tensor& y);
+  void forward(const Indices& call, const Tensor& x, const Tensor& router_logits, const Tensor& w13,
+               const Tensor& w2, const Tensor& correction_bias, const Tensor& w13_scales,
+               const Tensor& w2_scales, const Tensor& y);
 
  private:
   static Params settle(Params params, const FusedMoEExpertsFwdOp* experts,

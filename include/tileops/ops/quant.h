@@ -7,9 +7,9 @@
 
 #include <vector>
 
+#include "tileops/base/op.h"
 #include "tileops/gen/quant.h"
 #include "tileops/kernel/quant.h"
-#include "tileops/base/op.h"
 
 namespace tileops {
 
@@ -20,7 +20,7 @@ class PerTokenGroupQuantFP8FwdOp final
   using PerTokenGroupQuantFP8FwdOpBase::PerTokenGroupQuantFP8FwdOpBase;
   static std::vector<InterfaceInfo> interfaces();
   static std::vector<ImplementationInfo> kernel_types();
-  void forward(const SignatureCall& call, const Tensor& x, const Tensor& q, const Tensor& scales);
+  void forward(const Indices& call, const Tensor& x, const Tensor& q, const Tensor& scales);
 };
 
 }  // namespace tileops

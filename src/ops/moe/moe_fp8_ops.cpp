@@ -38,15 +38,15 @@ std::string MoEGroupedGemmFP8FwdOp::roof_key() const {
   return "tensor_core.fp8";
 }
 
-void MoEGroupedGemmFP8FwdOp::forward(const SignatureCall& call, const Tensor& a,
-                                     const Tensor& a_scales, const Tensor& expert_offsets,
-                                     const Tensor& b, const Tensor& b_scales, const Tensor& c) {
+void MoEGroupedGemmFP8FwdOp::forward(const Indices& call, const Tensor& a, const Tensor& a_scales,
+                                     const Tensor& expert_offsets, const Tensor& b,
+                                     const Tensor& b_scales, const Tensor& c) {
   GroupedGemmFP8Call spec;
   spec.device = call.device;
-  spec.rows = a.size(0);
-  spec.k = a.size(1);
-  spec.experts = b.size(0);
-  spec.n = b.size(1);
+  spec.rows = call.M;
+  spec.k = call.K;
+  spec.experts = call.E;
+  spec.n = call.N;
   spec.block_n = params().block_n;
   spec.block_k = params().block_k;
   spec.activation = moe_activation(params().activation);
@@ -77,17 +77,17 @@ std::string MoEGroupedGemmFP8MaskedFwdOp::roof_key() const {
   return "tensor_core.fp8";
 }
 
-void MoEGroupedGemmFP8MaskedFwdOp::forward(const SignatureCall& call, const Tensor& a,
+void MoEGroupedGemmFP8MaskedFwdOp::forward(const Indices& call, const Tensor& a,
                                            const Tensor& a_scales, const Tensor& counts,
                                            const Tensor& b, const Tensor& b_scales,
                                            const Tensor& c) {
   GroupedGemmFP8Call spec;
   spec.device = call.device;
-  spec.experts = a.size(0);
-  spec.max_m = a.size(1);
-  spec.rows = spec.experts * spec.max_m;
-  spec.k = a.size(2);
-  spec.n = b.size(1);
+  spec.experts = call.E;
+  spec.max_m = call.max_m;
+  spec.rows = call.E * call.max_m;
+  spec.k = call.K;
+  spec.n = call.N;
   spec.block_n = params().block_n;
   spec.block_k = params().block_k;
   spec.activation = moe_activation(params().activation);

@@ -40,15 +40,15 @@ std::vector<ImplementationInfo> MoETopKRoutingFwdOp::kernel_types() {
   return table;
 }
 
-void MoETopKRoutingFwdOp::forward(const SignatureCall& call, const Tensor& logits,
+void MoETopKRoutingFwdOp::forward(const Indices& call, const Tensor& logits,
                                   const Tensor& correction_bias, const Tensor& topk_weights,
                                   const Tensor& topk_ids) {
   MoERoutingCall spec;
   spec.device = call.device;
-  spec.tokens = logits.size(0);
-  spec.experts = logits.size(1);
+  spec.tokens = call.M;
+  spec.experts = call.E;
   spec.top_k = params().top_k;
-  spec.logits_dtype = logits.dtype();
+  spec.logits_dtype = call.L;
   spec.scoring = moe_scoring(params().scoring);
   spec.renormalize = params().renormalize;
   spec.has_bias = correction_bias.defined();
@@ -75,16 +75,16 @@ std::vector<ImplementationInfo> MoEPrePermuteFwdOp::kernel_types() {
   return table;
 }
 
-void MoEPrePermuteFwdOp::forward(const SignatureCall& call, const Tensor& x, const Tensor& topk_ids,
+void MoEPrePermuteFwdOp::forward(const Indices& call, const Tensor& x, const Tensor& topk_ids,
                                  const Tensor& expert_map, const Tensor& permuted_x,
                                  const Tensor& expert_offsets, const Tensor& inverse) {
   MoEPermuteCall spec;
   spec.device = call.device;
-  spec.tokens = x.size(0);
-  spec.hidden = x.size(1);
-  spec.top_k = topk_ids.size(1);
+  spec.tokens = call.M;
+  spec.hidden = call.H;
+  spec.top_k = call.K;
   spec.num_experts = params().num_experts;
-  spec.dtype = x.dtype();
+  spec.dtype = call.T;
   spec.has_map = expert_map.defined();
   auto& kernel = kernel_for<MoEPrePermuteInterface>(spec);
   const Tensor map = spec.has_map ? expert_map.contiguous() : Tensor();
@@ -110,18 +110,18 @@ std::vector<ImplementationInfo> MoEPrePermuteQuantFP8FwdOp::kernel_types() {
   return table;
 }
 
-void MoEPrePermuteQuantFP8FwdOp::forward(const SignatureCall& call, const Tensor& x,
+void MoEPrePermuteQuantFP8FwdOp::forward(const Indices& call, const Tensor& x,
                                          const Tensor& topk_ids, const Tensor& expert_map,
                                          const Tensor& permuted_q, const Tensor& permuted_scales,
                                          const Tensor& expert_offsets, const Tensor& inverse) {
   MoEPrePermuteQuantCall spec;
   spec.device = call.device;
-  spec.tokens = x.size(0);
-  spec.hidden = x.size(1);
-  spec.top_k = topk_ids.size(1);
+  spec.tokens = call.M;
+  spec.hidden = call.H;
+  spec.top_k = call.K;
   spec.num_experts = params().num_experts;
   spec.group_size = params().group_size;
-  spec.dtype = x.dtype();
+  spec.dtype = call.T;
   spec.has_map = expert_map.defined();
   auto& kernel = kernel_for<MoEPrePermuteQuantInterface>(spec);
   const Tensor map = spec.has_map ? expert_map.contiguous() : Tensor();
@@ -145,19 +145,19 @@ std::vector<ImplementationInfo> MoEPrePermuteQuantFP8MaskedFwdOp::kernel_types()
   return table;
 }
 
-void MoEPrePermuteQuantFP8MaskedFwdOp::forward(const SignatureCall& call, const Tensor& x,
+void MoEPrePermuteQuantFP8MaskedFwdOp::forward(const Indices& call, const Tensor& x,
                                                const Tensor& topk_ids, const Tensor& expert_map,
                                                const Tensor& a, const Tensor& a_scales,
                                                const Tensor& counts, const Tensor& inverse) {
   MoEPrePermuteQuantMaskedCall spec;
   spec.device = call.device;
-  spec.tokens = x.size(0);
-  spec.hidden = x.size(1);
-  spec.top_k = topk_ids.size(1);
+  spec.tokens = call.M;
+  spec.hidden = call.H;
+  spec.top_k = call.K;
   spec.num_experts = params().num_experts;
   spec.max_m = params().max_m;
   spec.group_size = params().group_size;
-  spec.dtype = x.dtype();
+  spec.dtype = call.T;
   spec.has_map = expert_map.defined();
   auto& kernel = kernel_for<MoEPrePermuteQuantMaskedInterface>(spec);
   const Tensor map = spec.has_map ? expert_map.contiguous() : Tensor();
@@ -184,15 +184,15 @@ std::string MoEGroupedGemmFwdOp::roof_key() const {
   return "tensor_core.bf16";
 }
 
-void MoEGroupedGemmFwdOp::forward(const SignatureCall& call, const Tensor& a,
+void MoEGroupedGemmFwdOp::forward(const Indices& call, const Tensor& a,
                                   const Tensor& expert_offsets, const Tensor& b, const Tensor& c) {
   GroupedGemmCall spec;
   spec.device = call.device;
-  spec.rows = a.size(0);
-  spec.k = a.size(1);
-  spec.experts = b.size(0);
-  spec.n = b.size(1);
-  spec.dtype = a.dtype();
+  spec.rows = call.M;
+  spec.k = call.K;
+  spec.experts = call.E;
+  spec.n = call.N;
+  spec.dtype = call.T;
   spec.activation = moe_activation(params().activation);
   auto& kernel = kernel_for<GroupedGemmInterface>(spec);
   if (c.numel() == 0) return;
@@ -216,16 +216,16 @@ std::vector<ImplementationInfo> MoEPostPermuteFwdOp::kernel_types() {
   return table;
 }
 
-void MoEPostPermuteFwdOp::forward(const SignatureCall& call, const Tensor& expert_out,
+void MoEPostPermuteFwdOp::forward(const Indices& call, const Tensor& expert_out,
                                   const Tensor& topk_weights, const Tensor& inverse,
                                   const Tensor& y) {
   MoEPermuteCall spec;
   spec.device = call.device;
-  spec.tokens = topk_weights.size(0);
-  spec.top_k = topk_weights.size(1);
-  spec.hidden = expert_out.size(1);
-  spec.rows = expert_out.size(0);
-  spec.dtype = expert_out.dtype();
+  spec.tokens = call.M;
+  spec.top_k = call.K;
+  spec.hidden = call.H;
+  spec.rows = call.R;
+  spec.dtype = call.T;
   auto& kernel = kernel_for<MoEPostPermuteInterface>(spec);
   if (y.numel() == 0) return;
   write_contiguous(y, [&](const Tensor& out) {

@@ -33,14 +33,14 @@ std::vector<ImplementationInfo> PerTokenGroupQuantFP8FwdOp::kernel_types() {
   return table;
 }
 
-void PerTokenGroupQuantFP8FwdOp::forward(const SignatureCall& call, const Tensor& x,
-                                         const Tensor& q, const Tensor& scales) {
+void PerTokenGroupQuantFP8FwdOp::forward(const Indices& call, const Tensor& x, const Tensor& q,
+                                         const Tensor& scales) {
   TokenGroupQuantCall spec;
   spec.device = call.device;
-  spec.rows = x.size(0);
-  spec.cols = x.size(1);
+  spec.rows = call.M;
+  spec.cols = call.K;
   spec.group_size = params().group_size;
-  spec.dtype = x.dtype();
+  spec.dtype = call.T;
   auto& kernel = kernel_for<TokenGroupQuantInterface>(spec);
   if (x.numel() == 0) return;
   kernel.forward(x.contiguous(), q, scales, params().eps);

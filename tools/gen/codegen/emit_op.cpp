@@ -81,6 +81,7 @@ std::string join(const std::vector<std::string>& v, const std::string& sep) {
 std::string OpEmitter::header() {
   Code c;
   params_struct(c);
+  indices_struct(c);
   c.line("namespace detail {");
   c.line("const ::tileops::OpSchema& " + name_ + "_schema();");
   c.line("void " + name_ + "_check_params(const void* params);");

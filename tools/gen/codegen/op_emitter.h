@@ -42,6 +42,13 @@ class OpEmitter {
   // Op::dtype() for an op that takes a dtype at construction: the parameter named `dtype`, else
   // the first `torch.dtype` (or `torch.dtype | None`) parameter.
   void dtype_override(Code& c);
+  // The typed solved indices handed to forward (`XIndices`): the forall indices and lets of the
+  // call record, typed; an index that some branch leaves unsolved (or of a `X | None` kind) is
+  // optional. The record and its device travel with them, and the struct converts to the record
+  // (so a forward taking `const SignatureCall&` still compiles).
+  void indices_struct(Code& c);
+  // The names of the index slots every branch solves.
+  std::set<std::string> solved_on_every_branch();
   // The data TypedOp reads (include/tileops/base/typed_op.h): the counts of the signature and
   // the generated functions of this entry.
   void traits_struct(Code& c);

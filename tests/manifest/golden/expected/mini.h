@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "tileops/base/op.h"
 #include "tileops/base/schema.h"
@@ -28,6 +29,30 @@ struct MiniMatmulFwdOpParams {
   std::optional<double> alpha = std::nullopt;  // float | None
   ::tileops::Sizes tile = ::tileops::Sizes{64, 64};  // tuple[int, int]
   std::optional<::tileops::DType> out_dtype = std::nullopt;  // torch.dtype | None, kw_only
+};
+
+/// The solved indices of a call of MiniMatmulFwdOp, typed, as its forward reads them (the forall
+/// indices, then the lets; optional where a branch leaves one unsolved), with the call's
+/// record and device. Converts to the record.
+struct MiniMatmulFwdOpIndices {
+  const ::tileops::SignatureCall& record;
+  const ::tileops::Device& device;
+  std::int64_t M;  // Dim
+  std::int64_t K;  // Dim
+  std::int64_t N;  // Dim
+  ::tileops::DType T;  // DType[float16 | bfloat16]
+  std::optional<::tileops::DType> A;  // DType[float32 | float16]
+  std::int64_t tiles;  // let
+  explicit MiniMatmulFwdOpIndices(const ::tileops::SignatureCall& c)
+      : record(c),
+        device(c.device),
+        M(std::get<std::int64_t>(c.indices[0])),
+        K(std::get<std::int64_t>(c.indices[1])),
+        N(std::get<std::int64_t>(c.indices[2])),
+        T(std::get<::tileops::DType>(c.indices[3])),
+        A(::tileops::detail::optional_index<::tileops::DType>(c.indices[4])),
+        tiles(std::get<std::int64_t>(c.indices[7])) {}
+  operator const ::tileops::SignatureCall&() const { return record; }
 };
 
 namespace detail {
@@ -53,11 +78,13 @@ struct MiniMatmulFwdOpTraits {
 
 /// The generated base of MiniMatmulFwdOp: the typed call on top of TypedOp (parameters,
 /// construction, signature check). The op class derives as `class MiniMatmulFwdOp final : public gen::MiniMatmulFwdOpBase<MiniMatmulFwdOp>`
-/// and defines forward(const SignatureCall&, inputs..., outputs...).
+/// and defines forward(const Indices&, inputs..., outputs...).
 template <class Derived>
 class MiniMatmulFwdOpBase : public ::tileops::TypedOp<MiniMatmulFwdOpTraits, Derived> {
  public:
   using ::tileops::TypedOp<MiniMatmulFwdOpTraits, Derived>::TypedOp;
+  /// What forward receives first: the call's solved indices, typed.
+  using Indices = MiniMatmulFwdOpIndices;
 
   /// Inputs: x [M, K] T; w WShape[transpose, K, N] T; bias [N] A (optional); returns y [M, N] T.
   ::tileops::Tensor operator()(const ::tileops::Tensor& x, const ::tileops::Tensor& w, const ::tileops::Tensor& bias = ::tileops::Tensor()) {
@@ -72,7 +99,7 @@ class MiniMatmulFwdOpBase : public ::tileops::TypedOp<MiniMatmulFwdOpTraits, Der
  private:
   void run_forward(const ::tileops::SignatureCall& c, const ::tileops::CallArgs& a,
                    std::span<const ::tileops::Tensor> o) final {
-    static_cast<Derived*>(this)->forward(c, *a.inputs[0], *a.inputs[1], *a.inputs[2], o[0]);
+    static_cast<Derived*>(this)->forward(MiniMatmulFwdOpIndices(c), *a.inputs[0], *a.inputs[1], *a.inputs[2], o[0]);
   }
 };
 
@@ -85,6 +112,26 @@ struct MiniSplitFwdOpParams {
   std::string mode = std::string("sum");  // 'sum' | 'max'
   ::tileops::Tensor scale;  // torch.Tensor float32 [G]
   ::tileops::Sizes groups = ::tileops::Sizes{1};  // list[int]
+};
+
+/// The solved indices of a call of MiniSplitFwdOp, typed, as its forward reads them (the forall
+/// indices, then the lets; optional where a branch leaves one unsolved), with the call's
+/// record and device. Converts to the record.
+struct MiniSplitFwdOpIndices {
+  const ::tileops::SignatureCall& record;
+  const ::tileops::Device& device;
+  const ::tileops::Sizes& S;  // Shape
+  std::int64_t D;  // Dim
+  std::int64_t G;  // Dim
+  ::tileops::DType T;  // DType[float32 | bfloat16]
+  explicit MiniSplitFwdOpIndices(const ::tileops::SignatureCall& c)
+      : record(c),
+        device(c.device),
+        S(std::get<::tileops::Sizes>(c.indices[0])),
+        D(std::get<std::int64_t>(c.indices[1])),
+        G(std::get<std::int64_t>(c.indices[2])),
+        T(std::get<::tileops::DType>(c.indices[3])) {}
+  operator const ::tileops::SignatureCall&() const { return record; }
 };
 
 namespace detail {
@@ -110,11 +157,19 @@ struct MiniSplitFwdOpTraits {
 
 /// The generated base of MiniSplitFwdOp: the typed call on top of TypedOp (parameters,
 /// construction, signature check). The op class derives as `class MiniSplitFwdOp final : public gen::MiniSplitFwdOpBase<MiniSplitFwdOp>`
-/// and defines forward(const SignatureCall&, inputs..., outputs...).
+/// and defines forward(const Indices&, inputs..., outputs...).
 template <class Derived>
 class MiniSplitFwdOpBase : public ::tileops::TypedOp<MiniSplitFwdOpTraits, Derived> {
  public:
   using ::tileops::TypedOp<MiniSplitFwdOpTraits, Derived>::TypedOp;
+  /// What forward receives first: the call's solved indices, typed.
+  using Indices = MiniSplitFwdOpIndices;
+
+  /// The composition's stages that hold a sub-op (stage -> sub-op class, stage order):
+  /// what delegate_for may hold there.
+  static std::vector<::tileops::DelegateType> delegate_types() {
+    return {{"split", "MiniMatmulFwdOp"}};
+  }
 
   /// Inputs: x [*S, 2 * D] T; acc [*S, D] float32 (mutated); returns lo [*S, D] T hi [*S, D] T; `out` is written when given.
   std::tuple<::tileops::Tensor, ::tileops::Tensor> operator()(const ::tileops::Tensor& x, const ::tileops::Tensor& acc, const ::tileops::Tensor& out = ::tileops::Tensor()) {
@@ -124,7 +179,7 @@ class MiniSplitFwdOpBase : public ::tileops::TypedOp<MiniSplitFwdOpTraits, Deriv
  private:
   void run_forward(const ::tileops::SignatureCall& c, const ::tileops::CallArgs& a,
                    std::span<const ::tileops::Tensor> o) final {
-    static_cast<Derived*>(this)->forward(c, *a.inputs[0], *a.inputs[1], o[0], o[1]);
+    static_cast<Derived*>(this)->forward(MiniSplitFwdOpIndices(c), *a.inputs[0], *a.inputs[1], o[0], o[1]);
   }
 };
 
