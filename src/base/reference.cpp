@@ -41,6 +41,11 @@ Registry<SampledReferenceFn>& sampled_references() {
   return registry;
 }
 
+Registry<WorkloadInputsFn>& workload_inputs() {
+  static Registry<WorkloadInputsFn> registry;
+  return registry;
+}
+
 }  // namespace
 
 void register_reference(std::string op, ReferenceFn fn) {
@@ -57,6 +62,14 @@ void register_sampled_reference(std::string op, SampledReferenceFn fn) {
 
 const SampledReferenceFn* find_sampled_reference(std::string_view op) {
   return sampled_references().find(op);
+}
+
+void register_workload_inputs(std::string op, WorkloadInputsFn fn) {
+  workload_inputs().add(std::move(op), std::move(fn));
+}
+
+const WorkloadInputsFn* find_workload_inputs(std::string_view op) {
+  return workload_inputs().find(op);
 }
 
 std::vector<std::int64_t> sample_rows(std::int64_t rows, std::int64_t count, std::uint64_t seed) {

@@ -143,6 +143,7 @@ struct ImplementationInfo {
   std::string class_name;
   std::string interface_name;
   std::type_index interface_type = typeid(void);
+  std::type_index request_type = typeid(void);  ///< the interface's call spec
   std::vector<Device::Type> devices;
   std::optional<std::vector<int>> supported_archs;  ///< nullopt: every architecture
   bool general = false;
@@ -203,6 +204,7 @@ ImplementationInfo implementation(std::string key, std::string class_name) {
   info.class_name = std::move(class_name);
   info.interface_name = std::string(Iface::name);
   info.interface_type = typeid(Iface);
+  info.request_type = typeid(Request);
   if constexpr (detail::HasDevices<Impl>) {
     info.devices = Impl::devices();
   } else {
@@ -231,6 +233,10 @@ ImplementationInfo implementation(std::string key, std::string class_name) {
   info.source = "in-tree";
   return info;
 }
+
+/// The interfaces of `table`, each once, in the order its first implementation appears: what an
+/// op class that declares no `interfaces()` serves (op_class_of).
+std::vector<InterfaceInfo> interfaces_of(const std::vector<ImplementationInfo>& table);
 
 /// Registers an implementation for the op named `op`, merged into the implementation table of
 /// every instance constructed afterwards. A key registered twice for one op is a BackendError; a

@@ -31,8 +31,6 @@ namespace tileops {
 class MoETopKRoutingFwdOp final : public gen::MoETopKRoutingFwdOpBase<MoETopKRoutingFwdOp> {
  public:
   using MoETopKRoutingFwdOpBase::MoETopKRoutingFwdOpBase;
-  static std::vector<InterfaceInfo> interfaces();
-  static std::vector<ImplementationInfo> kernel_types();
   void forward(const Indices& call, const Tensor& logits, const Tensor& correction_bias,
                const Tensor& topk_weights, const Tensor& topk_ids);
 };
@@ -41,11 +39,6 @@ class MoETopKRoutingFwdOp final : public gen::MoETopKRoutingFwdOpBase<MoETopKRou
 class MoEPrePermuteFwdOp final : public gen::MoEPrePermuteFwdOpBase<MoEPrePermuteFwdOp> {
  public:
   using MoEPrePermuteFwdOpBase::MoEPrePermuteFwdOpBase;
-  static std::vector<InterfaceInfo> interfaces();
-  static std::vector<ImplementationInfo> kernel_types();
-  /// Distinct ids per token (and, with a map, the first num_experts of the global experts local).
-  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
-                                             Device device);
   void forward(const Indices& call, const Tensor& x, const Tensor& topk_ids,
                const Tensor& expert_map, const Tensor& permuted_x, const Tensor& expert_offsets,
                const Tensor& inverse);
@@ -57,11 +50,6 @@ class MoEPrePermuteQuantFP8FwdOp final
     : public gen::MoEPrePermuteQuantFP8FwdOpBase<MoEPrePermuteQuantFP8FwdOp> {
  public:
   using MoEPrePermuteQuantFP8FwdOpBase::MoEPrePermuteQuantFP8FwdOpBase;
-  static std::vector<InterfaceInfo> interfaces();
-  static std::vector<ImplementationInfo> kernel_types();
-  /// As MoEPrePermuteFwdOp's: distinct ids per token (a map keeps the first num_experts local).
-  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
-                                             Device device);
   void forward(const Indices& call, const Tensor& x, const Tensor& topk_ids,
                const Tensor& expert_map, const Tensor& permuted_q, const Tensor& permuted_scales,
                const Tensor& expert_offsets, const Tensor& inverse);
@@ -74,12 +62,6 @@ class MoEPrePermuteQuantFP8MaskedFwdOp final
     : public gen::MoEPrePermuteQuantFP8MaskedFwdOpBase<MoEPrePermuteQuantFP8MaskedFwdOp> {
  public:
   using MoEPrePermuteQuantFP8MaskedFwdOpBase::MoEPrePermuteQuantFP8MaskedFwdOpBase;
-  static std::vector<InterfaceInfo> interfaces();
-  static std::vector<ImplementationInfo> kernel_types();
-  /// Ids that give every (global) expert exactly max_m rows where M * K = G * max_m (so the
-  /// whole output is written and checked), else distinct ids per token as the contiguous op's.
-  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
-                                             Device device);
   void forward(const Indices& call, const Tensor& x, const Tensor& topk_ids,
                const Tensor& expert_map, const Tensor& a, const Tensor& a_scales,
                const Tensor& counts, const Tensor& inverse);
@@ -89,12 +71,6 @@ class MoEPrePermuteQuantFP8MaskedFwdOp final
 class MoEGroupedGemmFwdOp final : public gen::MoEGroupedGemmFwdOpBase<MoEGroupedGemmFwdOp> {
  public:
   using MoEGroupedGemmFwdOpBase::MoEGroupedGemmFwdOpBase;
-  static std::vector<InterfaceInfo> interfaces();
-  static std::vector<ImplementationInfo> kernel_types();
-  /// Uniform routing: expert e owns rows [e*M/E, (e+1)*M/E).
-  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
-                                             Device device);
-  std::string roof_key() const override;
   void forward(const Indices& call, const Tensor& a, const Tensor& expert_offsets, const Tensor& b,
                const Tensor& c);
 };
@@ -105,12 +81,6 @@ class MoEGroupedGemmFP8FwdOp final
     : public gen::MoEGroupedGemmFP8FwdOpBase<MoEGroupedGemmFP8FwdOp> {
  public:
   using MoEGroupedGemmFP8FwdOpBase::MoEGroupedGemmFP8FwdOpBase;
-  static std::vector<InterfaceInfo> interfaces();
-  static std::vector<ImplementationInfo> kernel_types();
-  /// Uniform routing, e4m3 values of a quantized uniform distribution, scales near 1 / 448.
-  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
-                                             Device device);
-  std::string roof_key() const override;
   void forward(const Indices& call, const Tensor& a, const Tensor& a_scales,
                const Tensor& expert_offsets, const Tensor& b, const Tensor& b_scales,
                const Tensor& c);
@@ -122,12 +92,6 @@ class MoEGroupedGemmFP8MaskedFwdOp final
     : public gen::MoEGroupedGemmFP8MaskedFwdOpBase<MoEGroupedGemmFP8MaskedFwdOp> {
  public:
   using MoEGroupedGemmFP8MaskedFwdOpBase::MoEGroupedGemmFP8MaskedFwdOpBase;
-  static std::vector<InterfaceInfo> interfaces();
-  static std::vector<ImplementationInfo> kernel_types();
-  /// max_m / 8 rows per expert, values and scales as MoEGroupedGemmFP8FwdOp's.
-  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
-                                             Device device);
-  std::string roof_key() const override;
   void forward(const Indices& call, const Tensor& a, const Tensor& a_scales, const Tensor& counts,
                const Tensor& b, const Tensor& b_scales, const Tensor& c);
 };
@@ -136,11 +100,6 @@ class MoEGroupedGemmFP8MaskedFwdOp final
 class MoEPostPermuteFwdOp final : public gen::MoEPostPermuteFwdOpBase<MoEPostPermuteFwdOp> {
  public:
   using MoEPostPermuteFwdOpBase::MoEPostPermuteFwdOpBase;
-  static std::vector<InterfaceInfo> interfaces();
-  static std::vector<ImplementationInfo> kernel_types();
-  /// inverse is a permutation of the expert rows.
-  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
-                                             Device device);
   void forward(const Indices& call, const Tensor& expert_out, const Tensor& topk_weights,
                const Tensor& inverse, const Tensor& y);
 };
@@ -152,9 +111,6 @@ class MoEPostPermuteFwdOp final : public gen::MoEPostPermuteFwdOpBase<MoEPostPer
 class MoEExpertMLPFwdOp final : public gen::MoEExpertMLPFwdOpBase<MoEExpertMLPFwdOp> {
  public:
   explicit MoEExpertMLPFwdOp(Params params, Target target = {});
-  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
-                                             Device device);
-  std::string roof_key() const override;
   void forward(const Indices& call, const Tensor& x, const Tensor& expert_offsets,
                const Tensor& w13, const Tensor& w2, const Tensor& y);
 
@@ -169,10 +125,6 @@ class MoEExpertMLPFwdOp final : public gen::MoEExpertMLPFwdOpBase<MoEExpertMLPFw
 class MoEExpertMLPFP8FwdOp final : public gen::MoEExpertMLPFP8FwdOpBase<MoEExpertMLPFP8FwdOp> {
  public:
   explicit MoEExpertMLPFP8FwdOp(Params params, Target target = {});
-  /// Uniform routing offsets; e4m3 weights of variance 1/fan-in with their block scales.
-  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
-                                             Device device);
-  std::string roof_key() const override;
   void forward(const Indices& call, const Tensor& x, const Tensor& expert_offsets,
                const Tensor& w13, const Tensor& w2, const Tensor& w13_scales,
                const Tensor& w2_scales, const Tensor& x_scales, const Tensor& y);
@@ -190,11 +142,6 @@ class MoEExpertMLPFP8MaskedFwdOp final
     : public gen::MoEExpertMLPFP8MaskedFwdOpBase<MoEExpertMLPFP8MaskedFwdOp> {
  public:
   explicit MoEExpertMLPFP8MaskedFwdOp(Params params, Target target = {});
-  /// Two rows per expert (64 tokens of top-8 over 256 experts), at most max_m; weights as
-  /// MoEExpertMLPFP8FwdOp's.
-  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
-                                             Device device);
-  std::string roof_key() const override;
   void forward(const Indices& call, const Tensor& x, const Tensor& x_scales, const Tensor& counts,
                const Tensor& w13, const Tensor& w2, const Tensor& w13_scales,
                const Tensor& w2_scales, const Tensor& y);
@@ -214,9 +161,6 @@ class MoEExpertMLPFP8MaskedFwdOp final
 class FusedMoEExpertsFwdOp final : public gen::FusedMoEExpertsFwdOpBase<FusedMoEExpertsFwdOp> {
  public:
   explicit FusedMoEExpertsFwdOp(Params params, Target target = {});
-  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
-                                             Device device);
-  std::string roof_key() const override;
   void forward(const Indices& call, const Tensor& x, const Tensor& topk_weights,
                const Tensor& topk_ids, const Tensor& w13, const Tensor& w2,
                const Tensor& expert_map, const Tensor& w13_scales, const Tensor& w2_scales,
@@ -270,9 +214,6 @@ class FusedMoEFwdOp final : public gen::FusedMoEFwdOpBase<FusedMoEFwdOp> {
   /// The dynamic path (make_op): the manifest parameters, and `experts` and `prepare_finalize` as
   /// `injected<FusedMoEExpertsFwdOp>` / `injected<MoEPrepareFinalize>` values (or None).
   static std::unique_ptr<FusedMoEFwdOp> from_params(const ParamMap& params, Target target);
-  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
-                                             Device device);
-  std::string roof_key() const override;
   const MoEPrepareFinalize& prepare_finalize() const { return *prepare_finalize_; }
   void forward(const Indices& call, const Tensor& x, const Tensor& router_logits, const Tensor& w13,
                const Tensor& w2, const Tensor& correction_bias, const Tensor& w13_scales,

@@ -20,8 +20,6 @@ namespace tileops {
 class RMSNormFwdOp final : public gen::RMSNormFwdOpBase<RMSNormFwdOp> {
  public:
   using RMSNormFwdOpBase::RMSNormFwdOpBase;
-  static std::vector<InterfaceInfo> interfaces();
-  static std::vector<ImplementationInfo> kernel_types();
   void forward(const Indices& call, const Tensor& x, const Tensor& weight, const Tensor& y);
 };
 
@@ -29,8 +27,6 @@ class RMSNormFwdOp final : public gen::RMSNormFwdOpBase<RMSNormFwdOp> {
 class FusedAddRMSNormFwdOp final : public gen::FusedAddRMSNormFwdOpBase<FusedAddRMSNormFwdOp> {
  public:
   using FusedAddRMSNormFwdOpBase::FusedAddRMSNormFwdOpBase;
-  static std::vector<InterfaceInfo> interfaces();
-  static std::vector<ImplementationInfo> kernel_types();
   void forward(const Indices& call, const Tensor& x, const Tensor& residual, const Tensor& weight,
                const Tensor& y);
 };

@@ -18,8 +18,6 @@ class PerTokenGroupQuantFP8FwdOp final
     : public gen::PerTokenGroupQuantFP8FwdOpBase<PerTokenGroupQuantFP8FwdOp> {
  public:
   using PerTokenGroupQuantFP8FwdOpBase::PerTokenGroupQuantFP8FwdOpBase;
-  static std::vector<InterfaceInfo> interfaces();
-  static std::vector<ImplementationInfo> kernel_types();
   void forward(const Indices& call, const Tensor& x, const Tensor& q, const Tensor& scales);
 };
 

@@ -22,10 +22,6 @@ MoEExpertMLPFwdOp::MoEExpertMLPFwdOp(Params params, Target target)
   down_ = &delegate_for<MoEGroupedGemmFwdOp>("down", std::nullopt, nullptr, {.activation = "none"});
 }
 
-std::string MoEExpertMLPFwdOp::roof_key() const {
-  return "tensor_core.bf16";
-}
-
 void MoEExpertMLPFwdOp::forward(const Indices&, const Tensor& x, const Tensor& expert_offsets,
                                 const Tensor& w13, const Tensor& w2, const Tensor& y) {
   const Tensor h = (*gate_up_)(x, expert_offsets, w13);
@@ -38,16 +34,6 @@ namespace {
 
 // DeepSeek-V3's block: 1 x 128 activation groups, 128 x 128 weight blocks (manifest/moe.yaml).
 constexpr std::int64_t kFP8Block = 128;
-
-/// "tensor_core.fp8" when the last call of `op` had FP8 weights (its W index), else bf16's.
-std::string roof_key_by_weights(const Op& op) {
-  try {
-    return op.last_call()->dtype_index("W") == DType::float8_e4m3fn ? "tensor_core.fp8"
-                                                                    : "tensor_core.bf16";
-  } catch (const UsageError&) {  // no call yet: the bf16 path is the default
-    return "tensor_core.bf16";
-  }
-}
 
 }  // namespace
 
@@ -63,10 +49,6 @@ MoEExpertMLPFP8FwdOp::MoEExpertMLPFP8FwdOp(Params params, Target target)
   down_ = &delegate_for<MoEGroupedGemmFP8FwdOp>(
       "down", std::nullopt, nullptr,
       {.activation = "none", .block_n = kFP8Block, .block_k = kFP8Block});
-}
-
-std::string MoEExpertMLPFP8FwdOp::roof_key() const {
-  return "tensor_core.fp8";
 }
 
 void MoEExpertMLPFP8FwdOp::forward(const Indices&, const Tensor& x, const Tensor& expert_offsets,
@@ -95,10 +77,6 @@ MoEExpertMLPFP8MaskedFwdOp::MoEExpertMLPFP8MaskedFwdOp(Params params, Target tar
       {.activation = "none", .block_n = kFP8Block, .block_k = kFP8Block});
 }
 
-std::string MoEExpertMLPFP8MaskedFwdOp::roof_key() const {
-  return "tensor_core.fp8";
-}
-
 void MoEExpertMLPFP8MaskedFwdOp::forward(const Indices& call, const Tensor& x,
                                          const Tensor& x_scales, const Tensor& counts,
                                          const Tensor& w13, const Tensor& w2,
@@ -122,10 +100,6 @@ FusedMoEExpertsFwdOp::FusedMoEExpertsFwdOp(Params params, Target target)
   mlp_ = &delegate_for<MoEExpertMLPFwdOp>("mlp", std::nullopt, nullptr,
                                           {.activation = this->params().activation});
   post_permute_ = &delegate_for<MoEPostPermuteFwdOp>("post_permute", std::nullopt, nullptr, {});
-}
-
-std::string FusedMoEExpertsFwdOp::roof_key() const {
-  return roof_key_by_weights(*this);
 }
 
 void FusedMoEExpertsFwdOp::forward(const Indices& call, const Tensor& x, const Tensor& topk_weights,
@@ -254,10 +228,6 @@ std::unique_ptr<FusedMoEFwdOp> FusedMoEFwdOp::from_params(const ParamMap& params
   return std::make_unique<FusedMoEFwdOp>(
       params_from_map(manifest_params(params, injected_parameters())), std::move(target),
       std::move(experts), std::move(prepare_finalize));
-}
-
-std::string FusedMoEFwdOp::roof_key() const {
-  return roof_key_by_weights(*this);
 }
 
 void FusedMoEFwdOp::forward(const Indices&, const Tensor& x, const Tensor& router_logits,

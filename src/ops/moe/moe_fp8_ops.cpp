@@ -20,11 +20,7 @@
 
 namespace tileops {
 
-std::vector<InterfaceInfo> MoEGroupedGemmFP8FwdOp::interfaces() {
-  return {interface<GroupedGemmFP8Interface>()};
-}
-
-std::vector<ImplementationInfo> MoEGroupedGemmFP8FwdOp::kernel_types() {
+std::vector<ImplementationInfo> gen::MoEGroupedGemmFP8FwdOpKernels::kernel_types() {
   std::vector<ImplementationInfo> table{
       implementation<GroupedGemmFP8Cpu>("moe_grouped_gemm_fp8_cpu", "GroupedGemmFP8Cpu")};
 #if TILEOPS_WITH_CUDA
@@ -32,10 +28,6 @@ std::vector<ImplementationInfo> MoEGroupedGemmFP8FwdOp::kernel_types() {
       implementation<GroupedGemmFP8Cuda>("moe_grouped_gemm_fp8_cuda", "GroupedGemmFP8Cuda"));
 #endif
   return table;
-}
-
-std::string MoEGroupedGemmFP8FwdOp::roof_key() const {
-  return "tensor_core.fp8";
 }
 
 void MoEGroupedGemmFP8FwdOp::forward(const Indices& call, const Tensor& a, const Tensor& a_scales,
@@ -59,11 +51,7 @@ void MoEGroupedGemmFP8FwdOp::forward(const Indices& call, const Tensor& a, const
   if (!c.is_contiguous()) c.copy_(out);
 }
 
-std::vector<InterfaceInfo> MoEGroupedGemmFP8MaskedFwdOp::interfaces() {
-  return {interface<GroupedGemmFP8MaskedInterface>()};
-}
-
-std::vector<ImplementationInfo> MoEGroupedGemmFP8MaskedFwdOp::kernel_types() {
+std::vector<ImplementationInfo> gen::MoEGroupedGemmFP8MaskedFwdOpKernels::kernel_types() {
   std::vector<ImplementationInfo> table{implementation<GroupedGemmFP8MaskedCpu>(
       "moe_grouped_gemm_fp8_masked_cpu", "GroupedGemmFP8MaskedCpu")};
 #if TILEOPS_WITH_CUDA
@@ -71,10 +59,6 @@ std::vector<ImplementationInfo> MoEGroupedGemmFP8MaskedFwdOp::kernel_types() {
                                                            "GroupedGemmFP8MaskedCuda"));
 #endif
   return table;
-}
-
-std::string MoEGroupedGemmFP8MaskedFwdOp::roof_key() const {
-  return "tensor_core.fp8";
 }
 
 void MoEGroupedGemmFP8MaskedFwdOp::forward(const Indices& call, const Tensor& a,

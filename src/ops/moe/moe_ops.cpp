@@ -28,10 +28,7 @@ void write_contiguous(const Tensor& out, Body&& body) {
 
 // ---- MoETopKRoutingFwdOp -------------------------------------------------------------------
 
-std::vector<InterfaceInfo> MoETopKRoutingFwdOp::interfaces() {
-  return {interface<MoERoutingInterface>()};
-}
-std::vector<ImplementationInfo> MoETopKRoutingFwdOp::kernel_types() {
+std::vector<ImplementationInfo> gen::MoETopKRoutingFwdOpKernels::kernel_types() {
   std::vector<ImplementationInfo> table;
   table.push_back(implementation<MoERoutingCpu>("moe_routing_cpu", "MoERoutingCpu"));
 #if TILEOPS_WITH_CUDA
@@ -63,10 +60,7 @@ void MoETopKRoutingFwdOp::forward(const Indices& call, const Tensor& logits,
 
 // ---- MoEPrePermuteFwdOp --------------------------------------------------------------------
 
-std::vector<InterfaceInfo> MoEPrePermuteFwdOp::interfaces() {
-  return {interface<MoEPrePermuteInterface>()};
-}
-std::vector<ImplementationInfo> MoEPrePermuteFwdOp::kernel_types() {
+std::vector<ImplementationInfo> gen::MoEPrePermuteFwdOpKernels::kernel_types() {
   std::vector<ImplementationInfo> table;
   table.push_back(implementation<MoEPrePermuteCpu>("moe_pre_permute_cpu", "MoEPrePermuteCpu"));
 #if TILEOPS_WITH_CUDA
@@ -94,10 +88,7 @@ void MoEPrePermuteFwdOp::forward(const Indices& call, const Tensor& x, const Ten
 
 // ---- MoEPrePermuteQuantFP8FwdOp ------------------------------------------------------------
 
-std::vector<InterfaceInfo> MoEPrePermuteQuantFP8FwdOp::interfaces() {
-  return {interface<MoEPrePermuteQuantInterface>()};
-}
-std::vector<ImplementationInfo> MoEPrePermuteQuantFP8FwdOp::kernel_types() {
+std::vector<ImplementationInfo> gen::MoEPrePermuteQuantFP8FwdOpKernels::kernel_types() {
   std::vector<ImplementationInfo> table;
   table.push_back(implementation<MoEPrePermuteQuantCpu>("moe_pre_permute_quant_fp8_cpu",
                                                         "MoEPrePermuteQuantCpu"));
@@ -131,10 +122,7 @@ void MoEPrePermuteQuantFP8FwdOp::forward(const Indices& call, const Tensor& x,
 
 // ---- MoEPrePermuteQuantFP8MaskedFwdOp ------------------------------------------------------
 
-std::vector<InterfaceInfo> MoEPrePermuteQuantFP8MaskedFwdOp::interfaces() {
-  return {interface<MoEPrePermuteQuantMaskedInterface>()};
-}
-std::vector<ImplementationInfo> MoEPrePermuteQuantFP8MaskedFwdOp::kernel_types() {
+std::vector<ImplementationInfo> gen::MoEPrePermuteQuantFP8MaskedFwdOpKernels::kernel_types() {
   std::vector<ImplementationInfo> table;
   table.push_back(implementation<MoEPrePermuteQuantMaskedCpu>(
       "moe_pre_permute_quant_fp8_masked_cpu", "MoEPrePermuteQuantMaskedCpu"));
@@ -167,21 +155,13 @@ void MoEPrePermuteQuantFP8MaskedFwdOp::forward(const Indices& call, const Tensor
 
 // ---- MoEGroupedGemmFwdOp -------------------------------------------------------------------
 
-std::vector<InterfaceInfo> MoEGroupedGemmFwdOp::interfaces() {
-  return {interface<GroupedGemmInterface>()};
-}
-std::vector<ImplementationInfo> MoEGroupedGemmFwdOp::kernel_types() {
+std::vector<ImplementationInfo> gen::MoEGroupedGemmFwdOpKernels::kernel_types() {
   std::vector<ImplementationInfo> table;
   table.push_back(implementation<GroupedGemmCpu>("moe_grouped_gemm_cpu", "GroupedGemmCpu"));
 #if TILEOPS_WITH_CUDA
   table.push_back(implementation<GroupedGemmCuda>("moe_grouped_gemm_cuda", "GroupedGemmCuda"));
 #endif
   return table;
-}
-
-// fp16 and bf16 share the tensor-core peak.
-std::string MoEGroupedGemmFwdOp::roof_key() const {
-  return "tensor_core.bf16";
 }
 
 void MoEGroupedGemmFwdOp::forward(const Indices& call, const Tensor& a,
@@ -203,10 +183,7 @@ void MoEGroupedGemmFwdOp::forward(const Indices& call, const Tensor& a,
 
 // ---- MoEPostPermuteFwdOp -------------------------------------------------------------------
 
-std::vector<InterfaceInfo> MoEPostPermuteFwdOp::interfaces() {
-  return {interface<MoEPostPermuteInterface>()};
-}
-std::vector<ImplementationInfo> MoEPostPermuteFwdOp::kernel_types() {
+std::vector<ImplementationInfo> gen::MoEPostPermuteFwdOpKernels::kernel_types() {
   std::vector<ImplementationInfo> table;
   table.push_back(implementation<MoEPostPermuteCpu>("moe_post_permute_cpu", "MoEPostPermuteCpu"));
 #if TILEOPS_WITH_CUDA

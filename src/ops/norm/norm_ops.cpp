@@ -50,10 +50,7 @@ void write_rows(const Tensor& y, std::int64_t rows, std::int64_t cols, Body&& bo
 
 }  // namespace
 
-std::vector<InterfaceInfo> RMSNormFwdOp::interfaces() {
-  return {interface<RMSNormInterface>()};
-}
-std::vector<ImplementationInfo> RMSNormFwdOp::kernel_types() {
+std::vector<ImplementationInfo> gen::RMSNormFwdOpKernels::kernel_types() {
   return rms_norm_implementations();
 }
 
@@ -74,10 +71,7 @@ void RMSNormFwdOp::forward(const Indices& call, const Tensor& x, const Tensor& w
   });
 }
 
-std::vector<InterfaceInfo> FusedAddRMSNormFwdOp::interfaces() {
-  return {interface<RMSNormInterface>()};
-}
-std::vector<ImplementationInfo> FusedAddRMSNormFwdOp::kernel_types() {
+std::vector<ImplementationInfo> gen::FusedAddRMSNormFwdOpKernels::kernel_types() {
   return rms_norm_implementations();
 }
 

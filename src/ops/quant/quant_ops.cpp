@@ -18,11 +18,7 @@
 
 namespace tileops {
 
-std::vector<InterfaceInfo> PerTokenGroupQuantFP8FwdOp::interfaces() {
-  return {interface<TokenGroupQuantInterface>()};
-}
-
-std::vector<ImplementationInfo> PerTokenGroupQuantFP8FwdOp::kernel_types() {
+std::vector<ImplementationInfo> gen::PerTokenGroupQuantFP8FwdOpKernels::kernel_types() {
   std::vector<ImplementationInfo> table;
   table.push_back(
       implementation<TokenGroupQuantCpu>("token_group_quant_fp8_cpu", "TokenGroupQuantCpu"));

@@ -38,11 +38,7 @@ LongRoPEFwdOp::LongRoPEFwdOp(Params params, Target target)
       this->params().max_position_embeddings, this->params().original_max_position_embeddings));
 }
 
-std::vector<InterfaceInfo> LongRoPEFwdOp::interfaces() {
-  return {interface<LongRoPEInterface>()};
-}
-
-std::vector<ImplementationInfo> LongRoPEFwdOp::kernel_types() {
+std::vector<ImplementationInfo> gen::LongRoPEFwdOpKernels::kernel_types() {
   std::vector<ImplementationInfo> table;
   table.push_back(implementation<LongRoPECpu>("long_rope_cpu", "LongRoPECpu"));
 #if TILEOPS_WITH_CUDA

@@ -153,12 +153,24 @@ void OpEmitter::traits_struct(Code& c) {
 
 void OpEmitter::base_class(Code& c) {
   const std::string typed = "::tileops::TypedOp<" + name_ + "Traits, Derived>";
+  // A kernel op (no composition) has a kernel table, which its source defines.
+  const bool kernel_op = !op_.has_composition;
+  if (kernel_op) {
+    c.line("/// The in-tree implementations of " + name_ +
+           ", defined in the op's source (an op class may");
+    c.line("/// declare its own kernel_types() instead).");
+    c.open("struct " + name_ + "Kernels");
+    c.line("static std::vector<::tileops::ImplementationInfo> kernel_types();");
+    c.close(";");
+    c.line();
+  }
   c.line("/// The generated base of " + name_ + ": the typed call on top of TypedOp (parameters,");
   c.line("/// construction, signature check). The op class derives as `class " + name_ +
          " final : public gen::" + name_ + "Base<" + name_ + ">`");
   c.line("/// and defines forward(const Indices&, inputs..., outputs...).");
   c.line("template <class Derived>");
-  c.open("class " + name_ + "Base : public " + typed);
+  c.open("class " + name_ + "Base : public " + typed +
+         (kernel_op ? ", public " + name_ + "Kernels" : ""));
   c.dedent();
   c.line(" public:");
   c.indent();

@@ -91,6 +91,8 @@ class OpEmitter {
 
   // ---- roofline and workload instantiation (emit_op_workloads.cpp) ----
   void eval_roofline(Code& c);
+  // roofline.peak as the schema's roof_key function.
+  void roof_key(Code& c);
   // A workload row as a runnable case: construction-time tensors are random in [1, 2), seeded
   // from the label, so a row gives the same tensors on every run and machine.
   void instantiate(Code& c);

@@ -22,7 +22,7 @@ namespace tileops::gen {
 /// y = x @ w with an optional bias: a bool type family (w may be transposed), a Dim solved from one
 /// input and checked against another, an optional input whose DType index exists only when it is
 /// passed, an `X | None` param, a fixed tuple param, a `torch.dtype | None` param (Op::dtype()), a
-/// let, dtype_combos and an explicit bytes.
+/// let, dtype_combos, an explicit bytes and a peak by dtype.
 /// Parameters of MiniMatmulFwdOp (manifest order; golden/mini.yaml:7).
 struct MiniMatmulFwdOpParams {
   bool transpose = false;  // bool, kw_only
@@ -76,11 +76,17 @@ struct MiniMatmulFwdOpTraits {
   static constexpr auto check_call = &detail::MiniMatmulFwdOp_check_call;
 };
 
+/// The in-tree implementations of MiniMatmulFwdOp, defined in the op's source (an op class may
+/// declare its own kernel_types() instead).
+struct MiniMatmulFwdOpKernels {
+  static std::vector<::tileops::ImplementationInfo> kernel_types();
+};
+
 /// The generated base of MiniMatmulFwdOp: the typed call on top of TypedOp (parameters,
 /// construction, signature check). The op class derives as `class MiniMatmulFwdOp final : public gen::MiniMatmulFwdOpBase<MiniMatmulFwdOp>`
 /// and defines forward(const Indices&, inputs..., outputs...).
 template <class Derived>
-class MiniMatmulFwdOpBase : public ::tileops::TypedOp<MiniMatmulFwdOpTraits, Derived> {
+class MiniMatmulFwdOpBase : public ::tileops::TypedOp<MiniMatmulFwdOpTraits, Derived>, public MiniMatmulFwdOpKernels {
  public:
   using ::tileops::TypedOp<MiniMatmulFwdOpTraits, Derived>::TypedOp;
   /// What forward receives first: the call's solved indices, typed.
@@ -106,7 +112,7 @@ class MiniMatmulFwdOpBase : public ::tileops::TypedOp<MiniMatmulFwdOpTraits, Der
 /// Splits x [*S, 2 * D] into halves lo and hi and accumulates into acc: a Shape splice, an affine
 /// axis, a mutated input, two outputs (one with buffer: out), an enum param, a construction-time
 /// tensor solving an index, and a composition.
-/// Parameters of MiniSplitFwdOp (manifest order; golden/mini.yaml:56).
+/// Parameters of MiniSplitFwdOp (manifest order; golden/mini.yaml:57).
 struct MiniSplitFwdOpParams {
   /// how acc combines the halves
   std::string mode = std::string("sum");  // 'sum' | 'max'
