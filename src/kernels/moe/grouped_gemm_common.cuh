@@ -8,14 +8,18 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <climits>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/common/group_tiles.cuh"
 #include "kernels/common/vectors.cuh"
 #include "kernels/moe/grouped_gemm_cuda.h"
 #include "tileops/core/dtype.h"
+#include "tileops/core/error.h"
 
 namespace tileops::cuda_kernels::moe_detail {
 
@@ -124,9 +128,7 @@ __device__ __forceinline__ void store_pair(T* row, int64_t col, int64_t n_out, b
 }
 
 // ---------------------------------------------------------------------------------------------
-// Host side of the variants (each in its own .cu). `grid_cap`: the persistent grid's size before
-// the limit by the tile count (blocks_per_sm x multiprocessors, computed by the caller from
-// `blocks_per_sm`, or 0 for "occupancy").
+// Host side of the variants (each in its own .cu) and of the FP8 kernel.
 
 /// The configurations of a variant that have a kernel.
 std::vector<GroupedGemmConfig> simt_configs();
@@ -148,5 +150,66 @@ int occupancy(const void* fn, int threads, int smem_bytes);
 
 /// Sets the kernel's dynamic shared memory limit (once per kernel).
 void allow_smem(const void* fn, int smem_bytes);
+
+/// The blocks of a persistent grid of `fn`: blocks_per_sm (0: as many as fit, occupancy) per
+/// multiprocessor, at most `max_tiles` (an upper bound of the tile count), at least 1.
+long long persistent_grid(const void* fn, int threads, int smem_bytes, int blocks_per_sm, int sms,
+                          long long max_tiles);
+
+/// Fills the fields every grouped GEMM kernel's parameter block shares (P: GemmParams or
+/// FP8GemmParams) from its launch arguments (A: GroupedGemmArgs or GroupedGemmFP8Args): c, the
+/// sizes, the expert count, the activation, the output width and the column tiles for tiles of
+/// block_n B rows. Returns the tile bound of a persistent grid of block_m-row tiles (every expert
+/// may add one partial m-tile). SignatureError (`what` names the kernel) past 2^31 column tiles.
+template <class P, class A>
+long long set_problem(P& p, const A& a, int block_m, int block_n, const char* what) {
+  const bool gated = a.activation != MoEActivation::none;
+  p.c = a.c;
+  p.M = a.M;
+  p.N = a.N;
+  p.K = a.K;
+  p.n_out = gated ? a.N / 2 : a.N;
+  p.E = static_cast<int>(a.E);
+  p.act = a.activation;
+  const int64_t tile_cols = gated ? block_n / 2 : block_n;
+  const int64_t n_tiles = (p.n_out + tile_cols - 1) / tile_cols;
+  if (n_tiles > INT_MAX) {
+    throw SignatureError(std::string(what) +
+                         " (CUDA): too many column tiles: " + std::to_string(n_tiles));
+  }
+  p.n_tiles = static_cast<int>(n_tiles);
+  return ((a.M + block_m - 1) / block_m + a.E) * n_tiles;
+}
+
+/// One instantiated kernel of a variant: its configuration (blocks_per_sm 0) and its launcher per
+/// dtype (Launcher: the variant's launch function type).
+template <class Launcher>
+struct VariantEntry {
+  GroupedGemmConfig config;
+  Launcher bf16;
+  Launcher f16;
+};
+
+/// The configurations of a variant's table of instantiated kernels.
+template <class Launcher, std::size_t N>
+std::vector<GroupedGemmConfig> configs_of(const VariantEntry<Launcher> (&entries)[N]) {
+  std::vector<GroupedGemmConfig> out;
+  for (const auto& e : entries) out.push_back(e.config);
+  return out;
+}
+
+/// The launcher of the entry whose configuration is `config` (any blocks_per_sm) for `dtype`;
+/// SignatureError naming the `variant` when there is none.
+template <class Launcher, std::size_t N>
+Launcher launcher_of(const VariantEntry<Launcher> (&entries)[N], const GroupedGemmConfig& config,
+                     DType dtype, const char* variant) {
+  for (const auto& e : entries) {
+    GroupedGemmConfig c = e.config;
+    c.blocks_per_sm = config.blocks_per_sm;
+    if (c == config) return dtype == DType::bfloat16 ? e.bf16 : e.f16;
+  }
+  throw SignatureError(std::string("grouped_gemm (CUDA): no ") + variant + " kernel for config {" +
+                       config.str() + "}");
+}
 
 }  // namespace tileops::cuda_kernels::moe_detail

@@ -15,8 +15,6 @@ namespace tileops {
 
 namespace ck = cuda_kernels;
 
-namespace {}  // namespace
-
 ck::GroupedGemmArgs GroupedGemmCuda::shape_args() const {
   ck::GroupedGemmArgs args;
   args.M = call_.rows;

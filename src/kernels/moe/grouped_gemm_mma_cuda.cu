@@ -294,26 +294,23 @@ void run(const GemmParams& p, int blocks_per_sm, int sms, long long max_tiles,
   const auto kernel = grouped_gemm_mma_kernel<T, BM, BN, WARPS_M, WARPS_N, STAGES>;
   const void* fn = reinterpret_cast<const void*>(kernel);
   allow_smem(fn, S::kSmem);
-  const int per_sm = blocks_per_sm > 0 ? blocks_per_sm : occupancy(fn, S::kThreads, S::kSmem);
-  const long long grid = std::max<long long>(
-      1, std::min<long long>(static_cast<long long>(sms) * per_sm, std::max(max_tiles, 1LL)));
+  const long long grid = persistent_grid(fn, S::kThreads, S::kSmem, blocks_per_sm, sms, max_tiles);
   kernel<<<static_cast<unsigned>(grid), S::kThreads, S::kSmem, stream>>>(p);
 }
 
-struct Entry {
-  int bm, bn, warps_m, warps_n, stages;
-  Launcher bf16;
-  Launcher f16;
-};
+using Entry = VariantEntry<Launcher>;
 
 template <int BM, int BN, int WARPS_M, int WARPS_N, int STAGES>
 constexpr Entry entry() {
-  return Entry{BM,
-               BN,
-               WARPS_M,
-               WARPS_N,
-               STAGES,
-               run<__nv_bfloat16, BM, BN, WARPS_M, WARPS_N, STAGES>,
+  GroupedGemmConfig c;
+  c.variant = GroupedGemmVariant::mma;
+  c.block_m = BM;
+  c.block_n = BN;
+  c.block_k = 64;
+  c.warps_m = WARPS_M;
+  c.warps_n = WARPS_N;
+  c.stages = STAGES;
+  return Entry{c, run<__nv_bfloat16, BM, BN, WARPS_M, WARPS_N, STAGES>,
                run<__half, BM, BN, WARPS_M, WARPS_N, STAGES>};
 }
 
@@ -327,36 +324,15 @@ const Entry kEntries[] = {
     entry<32, 128, 1, 4, 6>(),   // warp tile 32 x 32 (decode-sized experts)
 };
 
-GroupedGemmConfig to_config(const Entry& e) {
-  GroupedGemmConfig c;
-  c.variant = GroupedGemmVariant::mma;
-  c.block_m = e.bm;
-  c.block_n = e.bn;
-  c.block_k = 64;
-  c.warps_m = e.warps_m;
-  c.warps_n = e.warps_n;
-  c.stages = e.stages;
-  return c;
-}
-
 }  // namespace
 
 std::vector<GroupedGemmConfig> mma_configs() {
-  std::vector<GroupedGemmConfig> out;
-  for (const Entry& e : kEntries) out.push_back(to_config(e));
-  return out;
+  return configs_of(kEntries);
 }
 
 void launch_mma(const GemmParams& p, const GroupedGemmConfig& config, DType dtype, int sms,
                 long long max_tiles, cudaStream_t stream) {
-  for (const Entry& e : kEntries) {
-    GroupedGemmConfig c = to_config(e);
-    c.blocks_per_sm = config.blocks_per_sm;
-    if (!(c == config)) continue;
-    (dtype == DType::bfloat16 ? e.bf16 : e.f16)(p, config.blocks_per_sm, sms, max_tiles, stream);
-    return;
-  }
-  throw SignatureError("grouped_gemm (CUDA): no mma kernel for config {" + config.str() + "}");
+  launcher_of(kEntries, config, dtype, "mma")(p, config.blocks_per_sm, sms, max_tiles, stream);
 }
 
 }  // namespace tileops::cuda_kernels::moe_detail
