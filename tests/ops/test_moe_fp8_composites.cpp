@@ -315,19 +315,26 @@ TEST(FusedMoEExpertsFP8, MatchesReferenceForTopKTwoToEightAndAnExpertMap) {
   }
 }
 
-TEST(FusedMoEExpertsFP8, TheWeightsDTypeSelectsTheMLPHeldAtTheFirstFP8Call) {
+TEST(FusedMoEExpertsFP8, TheWeightsDTypeSelectsTheMLPHeldAtConstruction) {
   const FP8Layer l = fp8_layer(4, 128, 128, 9);
   const Tensor x = Tensor::randn({5, 128}, DType::bfloat16, 10);
   const Tensor tw = Tensor::rand({5, 2}, DType::float32, 11, Device::cpu(), 0.0, 1.0);
   const Tensor ids = distinct_ids(5, 2, 4, 12);
   FusedMoEExpertsFwdOp op({});
-  // bf16 weights: the bf16 MLP; the FP8 one is not held.
+  // Both MLPs are held at construction (their parameters are settled there; the masked one is
+  // not, masked_max_rows being 0), with the activation of the experts.
+  std::vector<std::string> built;
+  for (const Op* sub : op.held_delegates()) built.emplace_back(sub->name());
+  EXPECT_EQ(built, (std::vector<std::string>{"MoEExpertMLPFwdOp", "MoEExpertMLPFP8FwdOp",
+                                             "MoEPostPermuteFwdOp"}));
+  EXPECT_EQ(std::get<std::string>(op.held_delegates()[1]->param_values().at("activation")),
+            "silu_and_mul");
+  // bf16 weights: the bf16 MLP runs, the FP8 one does not.
   op(x, tw, ids, weight({4, 256, 128}, DType::bfloat16, 13),
      weight({4, 128, 128}, DType::bfloat16, 14));
   EXPECT_EQ(op.last_call()->stage("mlp").size(), 1u);
   EXPECT_TRUE(op.last_call()->stage("mlp_fp8").empty());
   EXPECT_EQ(op.roof_key(), "tensor_core.bf16");
-  for (const Op* sub : op.held_delegates()) EXPECT_NE(sub->name(), "MoEExpertMLPFP8FwdOp");
   // FP8 weights: the quantizing pre-permute and the FP8 MLP on its rows, whose y is exactly
   // what the experts combine.
   const Tensor y = op(x, tw, ids, l.w13.w, l.w2.w, Tensor(), l.w13.scales, l.w2.scales);

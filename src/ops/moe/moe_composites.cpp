@@ -1,8 +1,8 @@
 // The composite ops of the MoE family: the expert MLP (two grouped GEMMs), its FP8 form
 // (quantize, FP8 grouped GEMM, twice) and its masked FP8 form, the fused experts (pre-permute per
 // expert count, quantizing for FP8 weights, the MLP the weights' dtype selects, the masked decode
-// path by shape, post-permute) and the fused MoE layer (routing, then the experts between a
-// prepare and a finalize step).
+// path by shape, post-permute; the MLPs held at construction) and the fused MoE layer (routing,
+// then the experts between a prepare and a finalize step).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -97,8 +97,16 @@ void MoEExpertMLPFP8MaskedFwdOp::forward(const Indices& call, const Tensor& x,
 
 FusedMoEExpertsFwdOp::FusedMoEExpertsFwdOp(Params params, Target target)
     : FusedMoEExpertsFwdOpBase(std::move(params), std::move(target)) {
-  mlp_ = &delegate_for<MoEExpertMLPFwdOp>("mlp", std::nullopt, nullptr,
-                                          {.activation = this->params().activation});
+  const std::string& activation = this->params().activation;
+  mlp_ = &delegate_for<MoEExpertMLPFwdOp>("mlp", std::nullopt, nullptr, {.activation = activation});
+  // The FP8 MLPs' parameters are settled here too (the pre-permutes' depend on the call's expert
+  // count); the masked one only where masked_max_rows lets a call take it.
+  mlp_fp8_ = &delegate_for<MoEExpertMLPFP8FwdOp>("mlp_fp8", std::nullopt, nullptr,
+                                                 {.activation = activation});
+  if (this->params().masked_max_rows > 0) {
+    mlp_fp8_masked_ = &delegate_for<MoEExpertMLPFP8MaskedFwdOp>("mlp_fp8_masked", std::nullopt,
+                                                                nullptr, {.activation = activation});
+  }
   post_permute_ = &delegate_for<MoEPostPermuteFwdOp>("post_permute", std::nullopt, nullptr, {});
 }
 
@@ -109,8 +117,7 @@ void FusedMoEExpertsFwdOp::forward(const Indices& call, const Tensor& x, const T
   // The expert count is known only now: one pre-permute sub-op per count (identity "E=<n>").
   const std::int64_t experts = call.E;
   const std::string identity = fmt::format("E={}", experts);
-  // The weights' dtype selects the MLP (the signature tied the scales to it); the FP8 path's
-  // sub-ops are held at the first FP8 call, so a bf16 model never holds them. FP8 rows are
+  // The weights' dtype selects the MLP (the signature tied the scales to it). FP8 rows are
   // quantized as they are gathered: the bfloat16 copy of the M*K rows is never written.
   const bool fp8 = call.W == DType::float8_e4m3fn;
   const std::int64_t pairs = call.M * call.K;
@@ -123,9 +130,7 @@ void FusedMoEExpertsFwdOp::forward(const Indices& call, const Tensor& x, const T
         "pre_permute_quant_masked", fmt::format("E={},max_m={}", experts, max_m), nullptr,
         {.num_experts = experts, .max_m = max_m, .group_size = kFP8Block});
     const auto [a, a_scales, counts, inverse] = pre_permute_masked(x, topk_ids, expert_map);
-    auto& mlp_masked = delegate_for<MoEExpertMLPFP8MaskedFwdOp>(
-        "mlp_fp8_masked", std::nullopt, nullptr, {.activation = params().activation});
-    const Tensor h = mlp_masked(a, a_scales, counts, w13, w2, w13_scales, w2_scales);
+    const Tensor h = (*mlp_fp8_masked_)(a, a_scales, counts, w13, w2, w13_scales, w2_scales);
     // inverse points into the layout viewed as rows; rows past the counts are never read.
     (*post_permute_)(h.reshape({experts * max_m, call.H}), topk_weights, inverse, y);
     return;
@@ -134,9 +139,7 @@ void FusedMoEExpertsFwdOp::forward(const Indices& call, const Tensor& x, const T
     auto& pre_permute_quant = delegate_for<MoEPrePermuteQuantFP8FwdOp>(
         "pre_permute_quant", identity, nullptr, {.num_experts = experts, .group_size = kFP8Block});
     const auto [xq, xs, offsets, inverse] = pre_permute_quant(x, topk_ids, expert_map);
-    auto& mlp_fp8 = delegate_for<MoEExpertMLPFP8FwdOp>("mlp_fp8", std::nullopt, nullptr,
-                                                       {.activation = params().activation});
-    const Tensor h = mlp_fp8(xq, offsets, w13, w2, w13_scales, w2_scales, xs);
+    const Tensor h = (*mlp_fp8_)(xq, offsets, w13, w2, w13_scales, w2_scales, xs);
     (*post_permute_)(h, topk_weights, inverse, y);
     return;
   }
