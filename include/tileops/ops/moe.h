@@ -75,8 +75,9 @@ class MoEGroupedGemmFwdOp final : public gen::MoEGroupedGemmFwdOpBase<MoEGrouped
                const Tensor& c);
 };
 
-/// c = op(a, a_scales, expert_offsets, b, b_scales): the FP8 block-scaled grouped GEMM. No CUDA
-/// implementation yet: a CUDA call raises OpNotAvailableError.
+/// c = op(a, a_scales, expert_offsets, b, b_scales): the FP8 block-scaled grouped GEMM. On CUDA,
+/// the Hopper kernel serves 128 x 128 weight blocks (a gated N / 2 a multiple of 64); other
+/// blocks run on the CPU, a CUDA call with them raises DispatchError naming the reason.
 class MoEGroupedGemmFP8FwdOp final
     : public gen::MoEGroupedGemmFP8FwdOpBase<MoEGroupedGemmFP8FwdOp> {
  public:
@@ -86,8 +87,8 @@ class MoEGroupedGemmFP8FwdOp final
                const Tensor& c);
 };
 
-/// c = op(a, a_scales, counts, b, b_scales): the FP8 grouped GEMM on the masked layout. No CUDA
-/// implementation yet: a CUDA call raises OpNotAvailableError.
+/// c = op(a, a_scales, counts, b, b_scales): the FP8 grouped GEMM on the masked layout, with the
+/// contiguous one's Hopper kernel and the same refusals.
 class MoEGroupedGemmFP8MaskedFwdOp final
     : public gen::MoEGroupedGemmFP8MaskedFwdOpBase<MoEGroupedGemmFP8MaskedFwdOp> {
  public:

@@ -1,7 +1,7 @@
 // MoEGroupedGemmFP8FwdOp and MoEGroupedGemmFP8MaskedFwdOp: hand contiguous tensors to the FP8
-// grouped GEMM interfaces. Only CPU implementations exist so far; on CUDA the kernel table
-// reports that no in-tree kernel runs there (OpNotAvailableError), as for
-// PerTokenGroupQuantFP8FwdOp.
+// grouped GEMM interfaces, served by the CPU implementations and on CUDA by the Hopper kernel
+// (kernels/moe/grouped_gemm_fp8_impls.h), which refuses what it cannot compute (the kernel table
+// then raises DispatchError with the reason).
 // Then its double-precision reference: every e4m3 code decoded from the format's definition
 // (ops/quant/e4m3_reference.h), times its float32 scale in double, the products summed in
 // double and the activation applied in double; the result is handed over as float32.
