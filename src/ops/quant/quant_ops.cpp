@@ -106,8 +106,18 @@ std::vector<Tensor> token_group_quant_reference(std::span<const Tensor> in, cons
   return {q.to(DType::float8_e4m3fn), scales};
 }
 
+/// The row-sampled reference (`tileops bench` checks the cases too large for the whole one with
+/// it): a row's groups read that row alone, so the sampled rows of x give the sampled rows of q
+/// and scales, as the whole reference computes them.
+std::vector<Tensor> token_group_quant_sampled(std::span<const Tensor> in, const ParamMap& p,
+                                              std::span<const std::int64_t> rows) {
+  const Tensor x = gather_rows(in[0], rows);
+  return token_group_quant_reference(std::span<const Tensor>(&x, 1), p);
+}
+
 }  // namespace
 
 TILEOPS_REGISTER_REFERENCE(PerTokenGroupQuantFP8FwdOp, token_group_quant_reference)
+TILEOPS_REGISTER_SAMPLED_REFERENCE(PerTokenGroupQuantFP8FwdOp, token_group_quant_sampled)
 
 }  // namespace tileops
