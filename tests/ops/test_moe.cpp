@@ -289,15 +289,16 @@ TEST(FusedMoEExperts, MatchesReferenceAndHoldsOnePrePermutePerExpertCount) {
     EXPECT_EQ(call->stage("mlp").size(), 1u);
     EXPECT_EQ(call->stage("post_permute").size(), 1u);
   }
-  // pre_permute E=4, pre_permute E=6, mlp, mlp_fp8 (held at construction: its parameters are
-  // settled there), post_permute: stage order, then holding order.
+  // pre_permute E=4, pre_permute E=6, mlp, mlp_fp8, mlp_fp8_masked (held at construction: their
+  // parameters are settled there), post_permute: stage order, then holding order.
   const auto held = op.held_delegates();
-  ASSERT_EQ(held.size(), 5u);
+  ASSERT_EQ(held.size(), 6u);
   EXPECT_EQ(std::get<std::int64_t>(held[0]->param_values().at("num_experts")), 4);
   EXPECT_EQ(std::get<std::int64_t>(held[1]->param_values().at("num_experts")), 6);
   EXPECT_EQ(held[2]->name(), "MoEExpertMLPFwdOp");
   EXPECT_EQ(held[3]->name(), "MoEExpertMLPFP8FwdOp");
-  EXPECT_EQ(held[4]->name(), "MoEPostPermuteFwdOp");
+  EXPECT_EQ(held[4]->name(), "MoEExpertMLPFP8MaskedFwdOp");
+  EXPECT_EQ(held[5]->name(), "MoEPostPermuteFwdOp");
 }
 
 TEST(FusedMoEExperts, TunedModeReachesThePrePermuteHeldLater) {

@@ -321,12 +321,12 @@ TEST(FusedMoEExpertsFP8, TheWeightsDTypeSelectsTheMLPHeldAtConstruction) {
   const Tensor tw = Tensor::rand({5, 2}, DType::float32, 11, Device::cpu(), 0.0, 1.0);
   const Tensor ids = distinct_ids(5, 2, 4, 12);
   FusedMoEExpertsFwdOp op({});
-  // Both MLPs are held at construction (their parameters are settled there; the masked one is
-  // not, masked_max_rows being 0), with the activation of the experts.
+  // The MLPs are held at construction (their parameters are settled there, the masked one's
+  // too although masked_max_rows 0 never takes it), with the activation of the experts.
   std::vector<std::string> built;
   for (const Op* sub : op.held_delegates()) built.emplace_back(sub->name());
   EXPECT_EQ(built, (std::vector<std::string>{"MoEExpertMLPFwdOp", "MoEExpertMLPFP8FwdOp",
-                                             "MoEPostPermuteFwdOp"}));
+                                             "MoEExpertMLPFP8MaskedFwdOp", "MoEPostPermuteFwdOp"}));
   EXPECT_EQ(std::get<std::string>(op.held_delegates()[1]->param_values().at("activation")),
             "silu_and_mul");
   // bf16 weights: the bf16 MLP runs, the FP8 one does not.
@@ -348,9 +348,10 @@ TEST(FusedMoEExpertsFP8, TheWeightsDTypeSelectsTheMLPHeldAtConstruction) {
   EXPECT_TRUE(call->stage("mlp_fp8")[0]->stage("quantize_x").empty());
   EXPECT_EQ(call->stage("mlp_fp8")[0]->stage("quantize_h").size(), 1u);
   EXPECT_EQ(op.roof_key(), "tensor_core.fp8");
-  // pre_permute E=4, pre_permute_quant E=4, mlp, mlp_fp8, post_permute: stage order.
+  // pre_permute E=4, pre_permute_quant E=4, mlp, mlp_fp8, mlp_fp8_masked, post_permute: stage
+  // order.
   const auto held = op.held_delegates();
-  ASSERT_EQ(held.size(), 5u);
+  ASSERT_EQ(held.size(), 6u);
   EXPECT_EQ(held[0]->name(), "MoEPrePermuteFwdOp");
   EXPECT_EQ(held[1]->name(), "MoEPrePermuteQuantFP8FwdOp");
   EXPECT_EQ(std::get<std::int64_t>(held[1]->param_values().at("group_size")), 128);
@@ -371,7 +372,7 @@ TEST(FusedMoEExpertsFP8, TheWeightsDTypeSelectsTheMLPHeldAtConstruction) {
   EXPECT_EQ(y.to_vector(), by_hand.to_vector());
   // A second FP8 call reuses the held sub-ops.
   op(x, tw, ids, l.w13.w, l.w2.w, Tensor(), l.w13.scales, l.w2.scales);
-  EXPECT_EQ(op.held_delegates().size(), 5u);
+  EXPECT_EQ(op.held_delegates().size(), 6u);
 }
 
 TEST(FusedMoEExpertsFP8, AnExpertMapGivesTheUnfusedResultBitForBit) {

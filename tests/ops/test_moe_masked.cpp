@@ -242,7 +242,7 @@ TEST(FusedMoEExpertsMasked, TheMaskedRouteGivesTheContiguousYBitForBit) {
     // masked_max_rows = ceil(M K / E): the smallest threshold that takes the masked route.
     const std::int64_t rows = (tokens * top_k + experts - 1) / experts;
     FusedMoEExpertsFwdOp masked({.masked_max_rows = rows});
-    // The MLPs are held at construction, the masked one because masked_max_rows > 0.
+    // The MLPs are held at construction.
     EXPECT_EQ(held_stages(masked),
               (std::vector<std::string>{"MoEExpertMLPFwdOp", "MoEExpertMLPFP8FwdOp",
                                         "MoEExpertMLPFP8MaskedFwdOp", "MoEPostPermuteFwdOp"}));

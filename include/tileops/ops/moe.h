@@ -158,8 +158,8 @@ class MoEExpertMLPFP8MaskedFwdOp final
 /// or mlp_fp8 (float8_e4m3fn weights with block scales, on the rows pre_permute_quant
 /// quantized), and post_permute. With FP8 weights and masked_max_rows > 0, calls of at most that
 /// many rows per expert on average take pre_permute_quant_masked (one sub-op per expert and token
-/// count) and mlp_fp8_masked instead. The MLPs (mlp_fp8_masked when masked_max_rows > 0) and
-/// post_permute are settled at construction, whatever weights the calls bring.
+/// count) and mlp_fp8_masked instead. The three MLPs and post_permute are settled at
+/// construction, whatever weights the calls bring.
 class FusedMoEExpertsFwdOp final : public gen::FusedMoEExpertsFwdOpBase<FusedMoEExpertsFwdOp> {
  public:
   explicit FusedMoEExpertsFwdOp(Params params, Target target = {});
@@ -171,7 +171,7 @@ class FusedMoEExpertsFwdOp final : public gen::FusedMoEExpertsFwdOpBase<FusedMoE
  private:
   MoEExpertMLPFwdOp* mlp_ = nullptr;
   MoEExpertMLPFP8FwdOp* mlp_fp8_ = nullptr;
-  MoEExpertMLPFP8MaskedFwdOp* mlp_fp8_masked_ = nullptr;  // held when masked_max_rows > 0
+  MoEExpertMLPFP8MaskedFwdOp* mlp_fp8_masked_ = nullptr;
   MoEPostPermuteFwdOp* post_permute_ = nullptr;
 };
 

@@ -99,14 +99,12 @@ FusedMoEExpertsFwdOp::FusedMoEExpertsFwdOp(Params params, Target target)
     : FusedMoEExpertsFwdOpBase(std::move(params), std::move(target)) {
   const std::string& activation = this->params().activation;
   mlp_ = &delegate_for<MoEExpertMLPFwdOp>("mlp", std::nullopt, nullptr, {.activation = activation});
-  // The FP8 MLPs' parameters are settled here too (the pre-permutes' depend on the call's expert
-  // count); the masked one only where masked_max_rows lets a call take it.
+  // The FP8 MLPs' parameters are settled here too, whatever weights the calls bring (the
+  // pre-permutes' depend on the call's expert count).
   mlp_fp8_ = &delegate_for<MoEExpertMLPFP8FwdOp>("mlp_fp8", std::nullopt, nullptr,
                                                  {.activation = activation});
-  if (this->params().masked_max_rows > 0) {
-    mlp_fp8_masked_ = &delegate_for<MoEExpertMLPFP8MaskedFwdOp>("mlp_fp8_masked", std::nullopt,
-                                                                nullptr, {.activation = activation});
-  }
+  mlp_fp8_masked_ = &delegate_for<MoEExpertMLPFP8MaskedFwdOp>("mlp_fp8_masked", std::nullopt,
+                                                              nullptr, {.activation = activation});
   post_permute_ = &delegate_for<MoEPostPermuteFwdOp>("post_permute", std::nullopt, nullptr, {});
 }
 
