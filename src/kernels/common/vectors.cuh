@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <type_traits>
 
 namespace tileops::cuda_kernels::vec {
@@ -99,6 +100,19 @@ __device__ __forceinline__ void unpack(const Raw<T, N>& raw, float (&f)[N]) {
         f[2 * i + 1] = t.y;
       }
     }
+  }
+}
+
+// Two fp32 values rounded to T (__nv_bfloat16 or __half, round to nearest even) as one 32-bit
+// word, v0 in the low half: what a 32-bit store of a pair of T writes.
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float v0, float v1) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(v0, v1);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  } else {
+    const __half2 h = __floats2half2_rn(v0, v1);
+    return *reinterpret_cast<const uint32_t*>(&h);
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include "kernels/common/arch.cuh"
 #include "kernels/common/tma.cuh"
+#include "kernels/common/vectors.cuh"
 #include "kernels/common/wgmma.cuh"
 #include "kernels/moe/grouped_gemm_common.cuh"
 
@@ -26,16 +27,7 @@ using namespace ::tileops::cuda_kernels::hopper;
 
 #if TILEOPS_SM90A_BODY
 
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float v0, float v1) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(v0, v1);
-    return *reinterpret_cast<const uint32_t*>(&h);
-  } else {
-    const __half2 h = __floats2half2_rn(v0, v1);
-    return *reinterpret_cast<const uint32_t*>(&h);
-  }
-}
+using vec::pack2;
 
 // TMA store epilogue, one chunk of 64 output columns of a consumer warpgroup's 64 x block_n tile:
 // the fragment values (activation applied when GATED) go to the store buffer `buf` in the 128-byte
