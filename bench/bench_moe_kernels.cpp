@@ -60,6 +60,8 @@ namespace {
 #if TILEOPS_WITH_CUDA
 
 using tileops::DType;
+using tileops::MoEActivation;
+using tileops::MoEScoring;
 namespace ck = tileops::cuda_kernels;
 
 using tileops::bench::CaseBuffers;

@@ -54,6 +54,12 @@ template <class T>
 concept HasDelegateTypes = requires {
   T::delegate_types();
 };
+/// A class that still declares workload_inputs(case, seed, device): its inputs are registered by
+/// name now (op_class_of refuses the class, so that they are not silently dropped).
+template <class T>
+concept DeclaresWorkloadInputs = requires(const InstantiatedCase& c, std::uint64_t seed, Device d) {
+  T::workload_inputs(c, seed, d);
+};
 template <class T>
 concept HasInjected = requires {
   T::injected_parameters();
@@ -91,6 +97,9 @@ const OpClass& op_class_of() {
     if constexpr (detail::HasDelegateTypes<Derived>) c.delegate_types = Derived::delegate_types();
     if constexpr (detail::HasInjected<Derived>)
       c.injected_parameters = Derived::injected_parameters();
+    static_assert(!detail::DeclaresWorkloadInputs<Derived>,
+                  "register an op's workload inputs by name: TILEOPS_REGISTER_WORKLOAD_INPUTS "
+                  "(tileops/base/reference.h)");
     // The dynamic path hands injected objects only to a class's own from_params.
     static_assert(!detail::HasInjected<Derived> || detail::HasFactory<Derived>,
                   "an op class with injected_parameters() defines from_params(ParamMap, Target)");
