@@ -487,6 +487,7 @@ int run_bench(const BenchOptions& options) {
           device.is_cpu() ? "cpu wall clock"
                           : fmt::format("cuda events, L2 flushed ({})", options.flush));
       if (options.tune) fmt::print("# tuned mode: request_tune() before each op's first call\n");
+      for (const auto& note : display_notes(results, options.wide)) fmt::print("# {}\n", note);
       fmt::print("{}", render_table(display_table(results, options.wide)));
       for (const auto& r : results) {
         if (!r.message.empty() && r.result != "PASS") {
