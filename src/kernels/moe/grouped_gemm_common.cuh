@@ -157,13 +157,16 @@ long long persistent_grid(const void* fn, int threads, int smem_bytes, int block
                           long long max_tiles);
 
 /// Fills the fields every grouped GEMM kernel's parameter block shares (P: GemmParams or
-/// FP8GemmParams) from its launch arguments (A: GroupedGemmArgs or GroupedGemmFP8Args): c, the
-/// sizes, the expert count, the activation, the output width and the column tiles for tiles of
-/// block_n B rows. Returns the tile bound of a persistent grid of block_m-row tiles (every expert
-/// may add one partial m-tile). SignatureError (`what` names the kernel) past 2^31 column tiles.
+/// FP8GemmParams) from its launch arguments (A: GroupedGemmArgs or GroupedGemmFP8Args) and the
+/// expert offsets (or masked counts): c, the sizes, the expert count, the activation, the output
+/// width and the column tiles for tiles of block_n B rows. Returns the tile bound of a persistent
+/// grid of block_m-row tiles (every expert may add one partial m-tile). SignatureError (`what`
+/// names the kernel) past 2^31 column tiles.
 template <class P, class A>
-long long set_problem(P& p, const A& a, int block_m, int block_n, const char* what) {
+long long set_problem(P& p, const A& a, const int32_t* offsets, int block_m, int block_n,
+                      const char* what) {
   const bool gated = a.activation != MoEActivation::none;
+  p.offsets = offsets;
   p.c = a.c;
   p.M = a.M;
   p.N = a.N;
@@ -179,6 +182,20 @@ long long set_problem(P& p, const A& a, int block_m, int block_n, const char* wh
   }
   p.n_tiles = static_cast<int>(n_tiles);
   return ((a.M + block_m - 1) / block_m + a.E) * n_tiles;
+}
+
+/// The configuration of a tensor-core variant's kernel: k steps of 64 elements.
+constexpr GroupedGemmConfig tensor_core_config(GroupedGemmVariant variant, int block_m, int block_n,
+                                               int warps_m, int warps_n, int stages) {
+  GroupedGemmConfig c;
+  c.variant = variant;
+  c.block_m = block_m;
+  c.block_n = block_n;
+  c.block_k = 64;
+  c.warps_m = warps_m;
+  c.warps_n = warps_n;
+  c.stages = stages;
+  return c;
 }
 
 /// One instantiated kernel of a variant: its configuration (blocks_per_sm 0) and its launcher per

@@ -397,10 +397,9 @@ void launch_grouped_gemm(const GroupedGemmArgs& a, const GroupedGemmConfig& conf
 
   GemmParams p;
   p.a = a.a;
-  p.offsets = a.expert_offsets;
   p.b = a.b;
   const long long max_tiles =
-      moe_detail::set_problem(p, a, cfg.block_m, cfg.block_n, "grouped_gemm");
+      moe_detail::set_problem(p, a, a.expert_offsets, cfg.block_m, cfg.block_n, "grouped_gemm");
   const int sms = sm_count(device);
   const auto st = static_cast<cudaStream_t>(stream);
   switch (cfg.variant) {

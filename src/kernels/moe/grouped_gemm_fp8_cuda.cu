@@ -170,11 +170,10 @@ void launch_grouped_gemm_fp8(const GroupedGemmFP8Args& a, const GroupedGemmFP8Cu
   if (props.major != 9) throw SignatureError(what + "needs a Hopper GPU (compute capability 9.0)");
 
   FP8GemmParams p;
-  p.offsets = a.offsets;
   p.a_scales = a.a_scales;
   p.b_scales = a.b_scales;
   const long long max_tiles =
-      moe_detail::set_problem(p, a, config.block_m, config.block_n, "grouped_gemm_fp8");
+      moe_detail::set_problem(p, a, a.offsets, config.block_m, config.block_n, "grouped_gemm_fp8");
   p.max_m = static_cast<int>(a.max_m);
   p.kblocks = static_cast<int>(a.K / 128);
   p.nblocks = static_cast<int>((a.N + 127) / 128);

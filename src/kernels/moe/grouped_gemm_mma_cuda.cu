@@ -302,15 +302,8 @@ using Entry = VariantEntry<Launcher>;
 
 template <int BM, int BN, int WARPS_M, int WARPS_N, int STAGES>
 constexpr Entry entry() {
-  GroupedGemmConfig c;
-  c.variant = GroupedGemmVariant::mma;
-  c.block_m = BM;
-  c.block_n = BN;
-  c.block_k = 64;
-  c.warps_m = WARPS_M;
-  c.warps_n = WARPS_N;
-  c.stages = STAGES;
-  return Entry{c, run<__nv_bfloat16, BM, BN, WARPS_M, WARPS_N, STAGES>,
+  return Entry{tensor_core_config(GroupedGemmVariant::mma, BM, BN, WARPS_M, WARPS_N, STAGES),
+               run<__nv_bfloat16, BM, BN, WARPS_M, WARPS_N, STAGES>,
                run<__half, BM, BN, WARPS_M, WARPS_N, STAGES>};
 }
 

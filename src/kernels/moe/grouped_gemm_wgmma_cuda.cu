@@ -74,14 +74,8 @@ using Entry = VariantEntry<Launcher>;
 
 template <int BM, int BN, int STAGES, int CL = 1, bool TS = false>
 constexpr Entry entry() {
-  GroupedGemmConfig c;
-  c.variant = GroupedGemmVariant::wgmma;
-  c.block_m = BM;
-  c.block_n = BN;
-  c.block_k = 64;
-  c.warps_m = BM / 64;
-  c.warps_n = 1;
-  c.stages = STAGES;
+  // block_m / 64 consumer warpgroups
+  GroupedGemmConfig c = tensor_core_config(GroupedGemmVariant::wgmma, BM, BN, BM / 64, 1, STAGES);
   c.cluster_m = CL;
   c.tma_store = TS;
   return Entry{c, run<__nv_bfloat16, BM, BN, STAGES, CL, TS>, run<__half, BM, BN, STAGES, CL, TS>};
