@@ -90,6 +90,19 @@ GroupedGemmConfig grouped_gemm_default_config(const GroupedGemmArgs& args, int d
 /// configuration (simt included) can be passed to launch_grouped_gemm for any shape.
 std::vector<GroupedGemmConfig> grouped_gemm_tuning_space(const GroupedGemmArgs& args, int device);
 
+/// The sizes and activation of a call spec (GroupedGemmCall or GroupedGemmFP8Call) as launch
+/// arguments (Args: GroupedGemmArgs or GroupedGemmFP8Args); the pointers are the caller's.
+template <class Args, class Call>
+Args grouped_gemm_shape(const Call& call) {
+  Args args;
+  args.M = call.rows;
+  args.N = call.n;
+  args.K = call.k;
+  args.E = call.experts;
+  args.activation = call.activation;
+  return args;
+}
+
 /// Launches on `stream` on the current device. M == 0 or N == 0 launches nothing.
 void launch_grouped_gemm(const GroupedGemmArgs& args, const GroupedGemmConfig& config,
                          void* stream);

@@ -16,12 +16,7 @@ namespace tileops {
 namespace ck = cuda_kernels;
 
 ck::GroupedGemmArgs GroupedGemmCuda::shape_args() const {
-  ck::GroupedGemmArgs args;
-  args.M = call_.rows;
-  args.N = call_.n;
-  args.K = call_.k;
-  args.E = call_.experts;
-  args.activation = call_.activation;
+  auto args = ck::grouped_gemm_shape<ck::GroupedGemmArgs>(call_);
   args.dtype = call_.dtype;
   return args;
 }

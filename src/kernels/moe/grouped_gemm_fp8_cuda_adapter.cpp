@@ -16,15 +16,10 @@ namespace ck = cuda_kernels;
 namespace {
 
 ck::GroupedGemmFP8Args shape_args(const GroupedGemmFP8Call& call) {
-  ck::GroupedGemmFP8Args args;
-  args.M = call.rows;
-  args.N = call.n;
-  args.K = call.k;
-  args.E = call.experts;
+  auto args = ck::grouped_gemm_shape<ck::GroupedGemmFP8Args>(call);
   args.max_m = call.max_m;
   args.block_n = call.block_n;
   args.block_k = call.block_k;
-  args.activation = call.activation;
   return args;
 }
 
