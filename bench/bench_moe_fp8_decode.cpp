@@ -136,7 +136,7 @@ void bench_decode(benchmark::State& state, DecodeCase c, Mode mode) {
   gate_up.K = c.H;
   gate_up.E = c.E;
   gate_up.max_m = masked ? c.max_m : 0;
-  gate_up.activation = ck::MoEActivation::silu_and_mul;
+  gate_up.activation = tileops::MoEActivation::silu_and_mul;
   ck::TokenGroupQuantArgs quant_h;
   quant_h.x = h;
   quant_h.q = hq;
@@ -151,7 +151,7 @@ void bench_decode(benchmark::State& state, DecodeCase c, Mode mode) {
   down.c = out;
   down.N = c.H;
   down.K = c.F;
-  down.activation = ck::MoEActivation::none;
+  down.activation = tileops::MoEActivation::none;
   const auto gate_up_cfg = ck::grouped_gemm_fp8_default_config(gate_up);
   const auto down_cfg = ck::grouped_gemm_fp8_default_config(down);
   cudaStream_t stream = gpu().stream;

@@ -47,8 +47,10 @@
 #include <vector>
 
 #include "cuda_bench_setup.h"
-#include "kernels/moe/moe_cuda.h"
-#include "kernels/moe/moe_rank.h"
+#include "kernels/moe/grouped_gemm_cuda.h"
+#include "kernels/moe/moe_permute_cuda.h"
+#include "kernels/moe/moe_permute_rank.h"
+#include "kernels/moe/moe_routing_cuda.h"
 #include "moe_bench_util.h"
 #include "tileops/core/dtype.h"
 #endif
@@ -58,6 +60,8 @@ namespace {
 #if TILEOPS_WITH_CUDA
 
 using tileops::DType;
+using tileops::MoEActivation;
+using tileops::MoEScoring;
 namespace ck = tileops::cuda_kernels;
 
 using tileops::bench::CaseBuffers;
@@ -76,7 +80,7 @@ using tileops::bench::time_launches;
 struct GemmCase {
   const char* label;
   int64_t E, rows_per_expert, N, K;
-  ck::MoEActivation act;
+  MoEActivation act;
   bool clusters = false;  ///< also time the cluster_m > 1 configurations by default
   /// Rows drawn per expert as by random routing (each of the E * rows_per_expert rows to a
   /// uniformly random expert, a fixed seed) instead of exactly rows_per_expert; times every
@@ -120,7 +124,7 @@ void bench_gemm(benchmark::State& state, GemmCase c, ck::GroupedGemmConfig cfg) 
   const std::string key = std::string("gemm/") + c.label;
   CaseBuffers& buf = CaseBuffers::get(key);
   ck::GroupedGemmArgs a = gemm_shape(c);
-  const int64_t n_out = c.act == ck::MoEActivation::none ? c.N : c.N / 2;
+  const int64_t n_out = c.act == MoEActivation::none ? c.N : c.N / 2;
   const std::vector<int32_t> offsets = gemm_offsets(c);
   a.a = buf.random("a", static_cast<size_t>(a.M * c.K) * 2, DType::bfloat16, 0.05f, 1.0f);
   a.b = buf.random("b", static_cast<size_t>(c.E * c.N * c.K) * 2, DType::bfloat16, 0.05f, 1.0f);
@@ -229,7 +233,7 @@ void bench_post_permute(benchmark::State& state, PermCase c) {
 struct RouteCase {
   const char* label;
   int64_t T, E, K;
-  ck::MoEScoring scoring;
+  MoEScoring scoring;
   bool bias;
   bool renormalize;
   float scaling;
@@ -265,7 +269,7 @@ void bench_routing(benchmark::State& state, RouteCase c) {
 void register_all(bool tune) {
   int device = 0;
   cudaGetDevice(&device);
-  using A = ck::MoEActivation;
+  using A = MoEActivation;
   const GemmCase gemm_cases[] = {
       {"e256_r1024_n4096_k6144", 256, 1024, 4096, 6144, A::none, true},
       {"e128_r1024_n16384_k5120", 128, 1024, 16384, 5120, A::none, true},
@@ -339,11 +343,11 @@ void register_all(bool tune) {
            repetitions(51));
   }
   const RouteCase route_cases[] = {
-      {"dsv3_t4096_e256_k8_sigmoid_bias", 4096, 256, 8, ck::MoEScoring::sigmoid, true, true, 2.5f,
+      {"dsv3_t4096_e256_k8_sigmoid_bias", 4096, 256, 8, MoEScoring::sigmoid, true, true, 2.5f,
        DType::float32},
-      {"qwen3_30b_t4096_e128_k8_softmax", 4096, 128, 8, ck::MoEScoring::softmax, false, true, 1.0f,
+      {"qwen3_30b_t4096_e128_k8_softmax", 4096, 128, 8, MoEScoring::softmax, false, true, 1.0f,
        DType::bfloat16},
-      {"dsv3_t64_e256_k8_sigmoid_bias", 64, 256, 8, ck::MoEScoring::sigmoid, true, true, 2.5f,
+      {"dsv3_t64_e256_k8_sigmoid_bias", 64, 256, 8, MoEScoring::sigmoid, true, true, 2.5f,
        DType::float32},
   };
   for (const RouteCase& c : route_cases)

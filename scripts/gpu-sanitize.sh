@@ -4,15 +4,18 @@
 # the bf16 and FP8 grouped GEMMs with their TMA loads and mbarrier pipelines, the staged and
 # re-reading RMSNorm kernels, the permutes, the quantizations, the routing, LongRoPE, the varlen
 # attention's pipeline, the KV-cache write and the attention state merge), on their small shapes
-# since the race and sync checkers slow a kernel down a hundredfold. Any reported error fails the
+# since the race and sync checkers slow a kernel down a hundredfold; and racecheck over every FP8
+# test (the FP8 GEMM kernels, the quantizing pre-permutes, the quantization, the FP8 and masked
+# MoE ops, CUDA-graph replays included), one process per test. Any reported error fails the
 # script.
 #
 # Usage: scripts/gpu-sanitize.sh [BUILD_DIR]   (default: $TILEOPS_BUILD_DIR, else build-gpu; the
 # directory must hold a CUDA build of tests/tileops_gpu_tests). Environment: OUT or LOGS (where
 # sanitize.log goes; default BUILD_DIR/gpu-sanitize), GPU_SANITIZE_MEMCHECK_S (time limit of the
 # memcheck run, default 300), GPU_SANITIZE_RACE_S (of each test under racecheck or synccheck,
-# default 60), GPU_SANITIZE_JOBS (racecheck and synccheck processes at once, default 4). Runs
-# alone or as a step of scripts/gpu-check.sh.
+# default 60), GPU_SANITIZE_FP8_RACE_S (of each FP8 test under racecheck, default 600: the
+# DeepSeek-V3 shapes run there too), GPU_SANITIZE_JOBS (racecheck and synccheck processes at
+# once, default 4). Runs alone or as a step of scripts/gpu-check.sh.
 set -uo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -48,6 +51,12 @@ shared_memory_tests=(
   'AttentionKVCacheWriteGpu.SlotsOutsideTheCacheAreSkipped' 'AttentionMergeStatesGpu.MatchesTheCpuImplementation'
   'AttentionVarlenGpu.SmallCasesEveryHeadDim'
 )
+
+# Every FP8 test, each under racecheck in its own process (gtest filter patterns, expanded with
+# --gtest_list_tests below).
+fp8_filter='MoEGroupedGemmFP8Kernels.*:MoEPrePermuteQuantKernel.*:TokenGroupQuantKernel.*'
+fp8_filter+=':GpuMoEOps.TokenGroupQuant*:GpuMoEOps.PrePermuteQuant*:GpuMoEOps.*Masked*'
+fp8_filter+=':GpuMoEOps.*FP8*'
 
 status=0
 results=()
@@ -113,35 +122,49 @@ sanitize "memcheck, whole-memory tests" "${GPU_SANITIZE_RACE_S:-60}" 'GpuFailure
 # bottleneck, not the GPU.
 jobs_at_once=${GPU_SANITIZE_JOBS:-4}
 race_limit=${GPU_SANITIZE_RACE_S:-60}
-pairs=()
-for t in "${shared_memory_tests[@]}"; do pairs+=("racecheck $t" "synccheck $t"); done
-run_pair() {  # run_pair INDEX TOOL TEST
+fp8_race_limit=${GPU_SANITIZE_FP8_RACE_S:-600}
+pairs=()    # "TOOL TEST LIMIT_S"
+for t in "${shared_memory_tests[@]}"; do
+  pairs+=("racecheck $t $race_limit" "synccheck $t $race_limit")
+done
+fp8_tests=$("$tests" --gtest_list_tests --gtest_filter="$fp8_filter" |
+  awk '/^[^ ]/ {suite = $1} /^  / {print suite $1}')
+if [[ -z $fp8_tests ]]; then
+  status=1
+  results+=("racecheck, FP8 tests: none matched '$fp8_filter'")
+fi
+for t in $fp8_tests; do
+  # The FP8 tests already checked above keep their pair; every other one gets racecheck.
+  [[ " ${shared_memory_tests[*]} " == *" $t "* ]] || pairs+=("racecheck $t $fp8_race_limit")
+done
+run_pair() {  # run_pair INDEX TOOL TEST LIMIT_S
   local args=(--tool "$2")
   [[ $2 == racecheck ]] && args+=(--racecheck-report all)
   local t0=$SECONDS
-  timeout --kill-after=10 "$race_limit" compute-sanitizer "${args[@]}" --error-exitcode 99 \
+  timeout --kill-after=10 "$4" compute-sanitizer "${args[@]}" --error-exitcode 99 \
     "$tests" --gtest_filter="$3" --gtest_brief=1 > "$logs/pair-$1.log" 2>&1
   echo "$? $((SECONDS - t0))" > "$logs/pair-$1.rc"
 }
 for i in "${!pairs[@]}"; do
   while (($(jobs -rp | wc -l) >= jobs_at_once)); do wait -n; done
-  read -r tool test <<< "${pairs[$i]}"
-  run_pair "$i" "$tool" "$test" &
+  read -r tool test limit <<< "${pairs[$i]}"
+  run_pair "$i" "$tool" "$test" "$limit" &
 done
 wait
 for i in "${!pairs[@]}"; do
   read -r rc took < "$logs/pair-$i.rc"
-  echo "== compute-sanitizer ${pairs[$i]} (limit ${race_limit}s)" >> "$log"
+  read -r tool test limit <<< "${pairs[$i]}"
+  echo "== compute-sanitizer $tool $test (limit ${limit}s)" >> "$log"
   cat "$logs/pair-$i.log" >> "$log"
   summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$logs/pair-$i.log" | tail -1)
   if ((rc == 0)); then
-    results+=("${pairs[$i]}: ok (${took} s; ${summary:-no summary})")
+    results+=("$tool $test: ok (${took} s; ${summary:-no summary})")
   else
     status=1
     if ((rc == 124 || rc == 137)); then
-      results+=("${pairs[$i]}: TIMEOUT after ${race_limit} s")
+      results+=("$tool $test: TIMEOUT after ${limit} s")
     else
-      results+=("${pairs[$i]}: FAIL (exit $rc; ${summary:-see $log})")
+      results+=("$tool $test: FAIL (exit $rc; ${summary:-see $log})")
     fi
   fi
   rm -f "$logs/pair-$i.log" "$logs/pair-$i.rc"

@@ -363,6 +363,16 @@ SignatureCallPtr Op::last_call() const {
   return last_call_;
 }
 
+std::string Op::roof_key() const {
+  if (schema().roof_key == nullptr) return "cuda_core.fp32";
+  SignatureCallPtr call;
+  {
+    std::lock_guard lock(last_call_mutex_);
+    call = last_call_;
+  }
+  return schema().roof_key(call.get());
+}
+
 Roofline Op::eval_roofline() const {
   const SignatureCallPtr call = last_call();
   if (schema().eval_roofline == nullptr) {

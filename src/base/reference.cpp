@@ -46,6 +46,11 @@ Registry<std::vector<int>>& sampled_row_dims() {
   return registry;
 }
 
+Registry<WorkloadInputsFn>& workload_inputs() {
+  static Registry<WorkloadInputsFn> registry;
+  return registry;
+}
+
 }  // namespace
 
 void register_reference(std::string op, ReferenceFn fn) {
@@ -72,6 +77,14 @@ const SampledReferenceFn* find_sampled_reference(std::string_view op) {
 int sampled_reference_row_dim(std::string_view op, std::size_t k) {
   const std::vector<int>* dims = sampled_row_dims().find(op);
   return dims != nullptr && k < dims->size() ? (*dims)[k] : 0;
+}
+
+void register_workload_inputs(std::string op, WorkloadInputsFn fn) {
+  workload_inputs().add(std::move(op), std::move(fn));
+}
+
+const WorkloadInputsFn* find_workload_inputs(std::string_view op) {
+  return workload_inputs().find(op);
 }
 
 std::vector<std::int64_t> sample_rows(std::int64_t rows, std::int64_t count, std::uint64_t seed) {

@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tileops/kernel/kernel.h"
+#include "tileops/dispatch/kernel.h"
 
 namespace tileops::detail {
 

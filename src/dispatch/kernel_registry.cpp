@@ -1,4 +1,5 @@
-// Kernel types registered by backends (register_kernel_type) and the device-facts cache.
+// Kernel types registered by backends (register_kernel_type), the interfaces a kernel table
+// implements, and the device-facts cache.
 #include <algorithm>
 #include <map>
 #include <mutex>
@@ -7,7 +8,7 @@
 
 #include "tileops/core/cuda.h"
 #include "tileops/core/error.h"
-#include "tileops/kernel/kernel.h"
+#include "tileops/dispatch/kernel.h"
 
 namespace tileops {
 namespace {
@@ -23,6 +24,17 @@ KernelTypeRegistry& kernel_types() {
 }
 
 }  // namespace
+
+std::vector<InterfaceInfo> interfaces_of(const std::vector<ImplementationInfo>& table) {
+  std::vector<InterfaceInfo> out;
+  for (const auto& impl : table) {
+    const bool seen = std::any_of(out.begin(), out.end(), [&](const InterfaceInfo& i) {
+      return i.type == impl.interface_type;
+    });
+    if (!seen) out.push_back({impl.interface_name, impl.interface_type, impl.request_type});
+  }
+  return out;
+}
 
 void register_kernel_type(std::string op, ImplementationInfo implementation) {
   auto& registry = kernel_types();

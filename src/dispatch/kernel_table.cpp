@@ -1,7 +1,7 @@
 // The kernel table: installation and contract checks, selection of one implementation per
 // (interface, call spec) and entry building, the miss path of Op::kernel_for
 // (docs/design/op-base.md, "Kernel selection"). Never by declaration order.
-#include "tileops/kernel/kernel_table.h"
+#include "tileops/dispatch/kernel_table.h"
 
 #include <algorithm>
 

@@ -199,6 +199,65 @@ TEST_F(Lifecycle, DefaultTargetApplies) {
   EXPECT_THAT(registered_targets("ToyScaleFwdOp"), testing::ElementsAre("dflt"));
 }
 
+/// A target "t" whose kernel returns what `outputs` makes of the call's inputs and `out`s.
+void register_returning(
+    std::function<std::vector<Tensor>(std::span<const Tensor>, std::span<const Tensor>)> outputs) {
+  register_kernel_builder("ToyScaleFwdOp", "t",
+                          [outputs](auto, const ParamMap&) { return TargetKernel(outputs); });
+}
+
+TEST_F(Lifecycle, ATargetKernelsOutputsAreCheckedAgainstTheSignature) {
+  const Tensor x = Tensor::randn({3}, DType::float32, 1);
+  struct Case {
+    const char* what;
+    std::function<std::vector<Tensor>(std::span<const Tensor>, std::span<const Tensor>)> outputs;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"a wrong shape",
+       [](auto, auto) { return std::vector<Tensor>{Tensor::zeros({4}, DType::float32)}; },
+       "ToyScaleFwdOp: output 'y' declared T [N]: expected float32 [3] on cpu, got"},
+      {"a wrong dtype",
+       [](auto, auto) { return std::vector<Tensor>{Tensor::zeros({3}, DType::float16)}; },
+       "ToyScaleFwdOp: output 'y' declared T [N]: expected float32 [3] on cpu, got"},
+      {"no tensor", [](auto, auto) { return std::vector<Tensor>{Tensor()}; },
+       "ToyScaleFwdOp: output 'y': the implementation returned no tensor"},
+      {"two outputs",
+       [](auto in, auto) {
+         return std::vector<Tensor>{in[0].clone(), in[0].clone()};
+       },
+       "ToyScaleFwdOp: the implementation returned 2 outputs, the manifest declares 1"},
+      {"the input itself", [](auto in, auto) { return std::vector<Tensor>{in[0]}; },
+       "ToyScaleFwdOp: output 'y': a new output shares storage with an input"},
+  };
+  for (const Case& c : cases) {
+    tileops::detail::reset_registry_for_tests();
+    register_returning(c.outputs);
+    Op1 op({}, Target("t"));
+    EXPECT_THROW(op(x), SignatureError) << c.what;
+    EXPECT_THAT(message_of([&] { op(x); }), HasSubstr(c.message)) << c.what;
+    // The failed call selected the target: the selection is undone, no record is kept.
+    EXPECT_FALSE(op.serving_target().has_value()) << c.what;
+    EXPECT_THROW(op.last_call(), UsageError) << c.what;
+  }
+}
+
+TEST_F(Lifecycle, ATargetKernelMustReturnTheCallersOut) {
+  const Tensor x = Tensor::randn({3}, DType::float32, 1);
+  register_returning([](auto in, auto) { return std::vector<Tensor>{in[0].clone()}; });
+  Op1 op({}, Target("t"));
+  const Tensor y = op(x);  // no `out`: a new tensor is what it should return
+  EXPECT_EQ(y.to_vector(), x.to_vector());
+  const auto record = op.last_call();
+  const Tensor out = Tensor::zeros({3}, DType::float32);
+  EXPECT_THAT(message_of([&] { op(x, out); }),
+              HasSubstr("ToyScaleFwdOp: output 'y': the implementation did not return the "
+                        "caller's `out`"));
+  // Selected by the first call, so kept; the failed call leaves the last record alone.
+  EXPECT_EQ(op.serving_target(), "t");
+  EXPECT_EQ(op.last_call(), record);
+}
+
 TEST_F(Lifecycle, BuilderReturningNothingIsNotAvailable) {
   register_kernel_builder("ToyScaleFwdOp", "broken",
                           [](auto, const ParamMap&) { return TargetKernel(); });

@@ -1,8 +1,10 @@
 #include "cli/cli_test.h"
 
 #include <algorithm>
+#include <map>
 #include <regex>
 #include <sstream>
+#include <string_view>
 
 namespace tileops::cli_test {
 
@@ -67,13 +69,50 @@ std::vector<std::string> csv_fields(const std::string& line) {
   return fields;
 }
 
+namespace {
+
+/// A case id as the narrow table shows it, its dtypes spelled whole again.
+std::string whole_case_id(const std::string& shown) {
+  static const std::map<std::string, std::string, std::less<>> kWhole = {
+      {"bf16", "bfloat16"},      {"f16", "float16"},      {"f32", "float32"}, {"f64", "float64"},
+      {"e4m3", "float8_e4m3fn"}, {"e5m2", "float8_e5m2"}, {"i32", "int32"},   {"i64", "int64"}};
+  std::string out;
+  std::size_t start = 0;
+  while (start <= shown.size()) {
+    const std::size_t end = std::min(shown.find('-', start), shown.size());
+    const std::string part = shown.substr(start, end - start);
+    const auto it = kWhole.find(part);
+    if (start > 0) out += '-';
+    out += it == kWhole.end() ? part : it->second;
+    start = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<BenchRow> bench_rows(const std::string& out) {
   const auto& ops = CliTest::manifest();
+  // Cells are separated by two or more spaces; a cell ("16.95 us") has at most one.
+  static const std::regex separator(" {2,}");
+  const auto cells_of = [](const std::string& line) {
+    return std::vector<std::string>(
+        std::sregex_token_iterator(line.begin(), line.end(), separator, -1),
+        std::sregex_token_iterator());
+  };
+  static const std::regex shared_target(R"(^# target (\S+) for every case$)");
+  std::string target;  // the shared target, when the table names it above itself
+  std::vector<std::string> columns;
   std::vector<BenchRow> rows;
   bool under_rule = false;
+  std::string previous;
   for (const auto& line : lines_of(out)) {
+    std::smatch m;
+    if (std::regex_match(line, m, shared_target)) target = m[1];
     if (!under_rule) {
       under_rule = !line.empty() && line.find_first_not_of('-') == std::string::npos;
+      if (under_rule) columns = cells_of(previous);
+      previous = line;
       continue;
     }
     const std::vector<std::string> words = words_of(line);
@@ -81,13 +120,15 @@ std::vector<BenchRow> bench_rows(const std::string& out) {
       return op.name == words.front();
     });
     if (!is_op) continue;
-    // Cells are separated by two or more spaces; a cell ("16.95 us") has at most one.
-    static const std::regex separator(" {2,}");
-    std::vector<std::string> cells(
-        std::sregex_token_iterator(line.begin(), line.end(), separator, -1),
-        std::sregex_token_iterator());
-    if (cells.size() < 6) continue;
-    rows.push_back({cells[0], cells[1], cells[2], cells[4], cells.back()});
+    const std::vector<std::string> cells = cells_of(line);
+    if (cells.size() != columns.size()) continue;
+    const auto cell = [&](std::string_view column) -> std::string {
+      const auto it = std::find(columns.begin(), columns.end(), column);
+      return it == columns.end() ? std::string() : cells[it - columns.begin()];
+    };
+    const std::string shown_target = cell("target");
+    rows.push_back({cell("op"), whole_case_id(cell("case")),
+                    shown_target.empty() ? target : shown_target, cell("median"), cell("result")});
   }
   return rows;
 }

@@ -58,7 +58,8 @@ struct BenchSummary {
 };
 
 /// The case rows of a `--format table` bench output: the lines under the header rule whose first
-/// word is an op of the manifest.
+/// word is an op of the manifest, read by the header's column names; case ids with their dtypes
+/// spelled whole again, the target from the line above the table when every case shares it.
 std::vector<BenchRow> bench_rows(const std::string& out);
 /// The summary line among `text`'s lines; nullopt when there is none.
 std::optional<BenchSummary> bench_summary(const std::string& text);

@@ -176,6 +176,48 @@ TEST_F(CliTest, BenchTableFitsA160ColumnTerminalAndJsonKeepsEverything) {
   }
 }
 
+TEST_F(CliTest, BenchTableOfTheLongestNamesFits160Columns) {
+  // The longest op name and a longest case id as the narrow table shows them (dtypes
+  // abbreviated) share a table; the grouped-routing layer is skipped for its inputs' size on the
+  // CPU but keeps its row.
+  const std::string op = "MoEPrePermuteQuantFP8MaskedFwdOp";
+  const std::string case_id = "dsv3-grouped-512t-float32-bfloat16-bfloat16";
+  const auto shown = [](std::string id) {
+    for (const auto& [whole, brief] :
+         std::vector<std::pair<std::string, std::string>>{{"float8_e4m3fn", "e4m3"},
+                                                          {"bfloat16", "bf16"},
+                                                          {"float16", "f16"},
+                                                          {"float32", "f32"},
+                                                          {"int32", "i32"},
+                                                          {"int64", "i64"}}) {
+      for (auto at = id.find(whole); at != std::string::npos; at = id.find(whole, at + 1)) {
+        id.replace(at, whole.size(), brief);
+      }
+    }
+    return id;
+  };
+  for (const auto& m : manifest()) {
+    EXPECT_LE(m.name.size(), op.size()) << m.name << ": a longer op name; bench it here";
+    for (const auto& id : m.case_ids()) {
+      EXPECT_LE(shown(id).size(), shown(case_id).size()) << id << ": a longer case; bench it here";
+    }
+  }
+  const CommandResult r = tileops(bench({op, "FusedMoEFwdOp", "--workload", "dsv3-64t",
+                                         "--workload", "dsv3-grouped-512t", "--no-check"}));
+  ASSERT_EQ(r.exit_code, 0) << r;
+  std::vector<std::string> cases;
+  for (const BenchRow& row : bench_rows(r.out)) cases.push_back(row.op + " " + row.case_id);
+  std::sort(cases.begin(), cases.end());
+  EXPECT_EQ(cases,
+            (std::vector<std::string>{"FusedMoEFwdOp " + case_id, op + " dsv3-64t-bfloat16"}))
+      << r;
+  EXPECT_THAT(r.out, HasSubstr("# target BUILTIN for every case")) << r;
+  for (const auto& line : lines_of(r.out)) {
+    if (line.starts_with("#")) continue;
+    EXPECT_LE(line.size(), 160u) << line;
+  }
+}
+
 TEST_F(CliTest, BenchSkipsCpuCasesOverOnePointFiveGigabytesWithoutFailing) {
   // glm5-up-1024 (bf16): a [262144, 6144] + b [256, 4096, 6144] + offsets int32 [257]
   //   = 16,106,128,388 bytes, over the 1.5 GB CPU limit; the decode RMSNorm case is small.

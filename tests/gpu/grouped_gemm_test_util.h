@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "gpu/kernel_test_util.h"
-#include "kernels/moe/moe_cuda.h"
+#include "kernels/moe/grouped_gemm_cuda.h"
 #include "tileops/core/dtype.h"
 #include "tileops/core/error.h"
 
@@ -40,7 +40,7 @@ namespace ck = tileops::cuda_kernels;
 using ck::GroupedGemmArgs;
 using ck::GroupedGemmConfig;
 using ck::GroupedGemmVariant;
-using ck::MoEActivation;
+using tileops::MoEActivation;
 
 using namespace tileops::kernel_test;  // NOLINT: the shared kernel-test helpers
 

@@ -9,8 +9,8 @@
 #include <cmath>
 #include <span>
 
+#include "comm/loopback_transport.h"
 #include "gpu/gpu_op_test_util.h"
-#include "ops/moe/loopback_transport.h"
 #include "ops/ops_test_util.h"
 #include "tileops/ops/moe.h"
 #include "tileops/ops/moe_nccl.h"

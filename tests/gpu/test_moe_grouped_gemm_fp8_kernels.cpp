@@ -50,10 +50,10 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr std::uint8_t kOne = 0x38;  // e4m3 1.0
 
-ck::MoEActivation activation_of(const Problem& p) {
-  return p.act == "none"           ? ck::MoEActivation::none
-         : p.act == "silu_and_mul" ? ck::MoEActivation::silu_and_mul
-                                   : ck::MoEActivation::gelu_and_mul;
+MoEActivation activation_of(const Problem& p) {
+  return p.act == "none"           ? MoEActivation::none
+         : p.act == "silu_and_mul" ? MoEActivation::silu_and_mul
+                                   : MoEActivation::gelu_and_mul;
 }
 
 Problem make_problem(std::string name, std::int64_t E, std::int64_t N, std::int64_t K,
@@ -256,11 +256,18 @@ TEST(MoEGroupedGemmFP8Kernels, MaskedLaunchIsGraphCapturable) {
   Problem q = p;
   q.offsets = {64, 5, 0, 33};
   const Tensor counts = device_tensor(q.offsets, {4}, DType::int32);
-  ASSERT_EQ(cudaMemcpy(in[2].data_ptr(), counts.data_ptr(), 16, cudaMemcpyDeviceToDevice),
-            cudaSuccess);
   const Tensor poison = gpu_test::poisoned({p.M, p.n_out()}, DType::bfloat16);
-  ASSERT_EQ(cudaMemcpy(c.data_ptr(), poison.data_ptr(), static_cast<size_t>(p.M * p.n_out() * 2),
-                       cudaMemcpyDeviceToDevice),
+  // The copies run on the replay's stream, after the work that made their sources: a plain
+  // cudaMemcpy runs on the legacy stream, which the non-blocking `stream` does not wait for (and
+  // a device-to-device one does not wait for the host), so the replay could read stale counts or
+  // poison rows the kernel had written (compute-sanitizer's racecheck ran into it).
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(in[2].data_ptr(), counts.data_ptr(), 16, cudaMemcpyDeviceToDevice,
+                            stream),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(c.data_ptr(), poison.data_ptr(),
+                            static_cast<size_t>(p.M * p.n_out() * 2), cudaMemcpyDeviceToDevice,
+                            stream),
             cudaSuccess);
   ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);

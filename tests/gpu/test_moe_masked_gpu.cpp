@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "gpu/gpu_op_test_util.h"
-#include "kernels/moe/moe_impls.h"
+#include "kernels/moe/moe_permute_impls.h"
 #include "ops/moe_test_inputs.h"
 #include "tileops/core/cuda.h"
 #include "tileops/ops/moe.h"
@@ -172,11 +172,17 @@ TEST(GpuMoEOps, FusedMoEExpertsMaskedRouteMatchesAndReplaysFromACudaGraph) {
   cudaGraphExec_t exec = nullptr;
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
   const FP8Layer next = fp8_layer(tokens, 8, experts, 21);
-  ASSERT_EQ(cudaMemcpy(l.x.data_ptr(), next.x.data_ptr(), l.x.nbytes(), cudaMemcpyDeviceToDevice),
+  // The new inputs go in on the replay's stream, after the work that made them: a plain
+  // cudaMemcpy runs on the legacy stream, which a non-blocking stream does not wait for (and a
+  // device-to-device one does not wait for the host either), so the replay could read the old
+  // or half-written inputs.
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(l.x.data_ptr(), next.x.data_ptr(), l.x.nbytes(),
+                            cudaMemcpyDeviceToDevice, stream),
             cudaSuccess);
-  ASSERT_EQ(
-      cudaMemcpy(l.ids.data_ptr(), next.ids.data_ptr(), l.ids.nbytes(), cudaMemcpyDeviceToDevice),
-      cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(l.ids.data_ptr(), next.ids.data_ptr(), l.ids.nbytes(),
+                            cudaMemcpyDeviceToDevice, stream),
+            cudaSuccess);
   ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   const Tensor eager = masked(next.x, l.weights, next.ids, l.w13, l.w2, Tensor(), l.s13, l.s2);

@@ -14,7 +14,7 @@
 
 #include "gpu/fp8_gemm_check.h"
 #include "gpu/gpu_op_test_util.h"
-#include "kernels/moe/moe_impls.h"
+#include "kernels/moe/moe_permute_impls.h"
 #include "ops/moe_test_inputs.h"
 #include "tileops/ops/moe.h"
 #include "tileops/ops/quant.h"

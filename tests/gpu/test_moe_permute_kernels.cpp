@@ -29,8 +29,8 @@
 #include <utility>
 
 #include "gpu/kernel_test_util.h"
-#include "kernels/moe/moe_cuda.h"
-#include "kernels/moe/moe_rank.h"
+#include "kernels/moe/moe_permute_cuda.h"
+#include "kernels/moe/moe_permute_rank.h"
 #include "tileops/core/dtype.h"
 #include "tileops/core/error.h"
 #endif

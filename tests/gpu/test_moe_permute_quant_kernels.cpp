@@ -22,8 +22,8 @@
 #include <tuple>
 
 #include "gpu/kernel_test_util.h"
-#include "kernels/moe/moe_cuda.h"
-#include "kernels/moe/moe_rank.h"
+#include "kernels/moe/moe_permute_cuda.h"
+#include "kernels/moe/moe_permute_rank.h"
 #include "ops/moe_test_inputs.h"
 #include "tileops/core/error.h"
 #include "tileops/ops/moe.h"

@@ -27,7 +27,7 @@
 #include <utility>
 
 #include "gpu/kernel_test_util.h"
-#include "kernels/moe/moe_cuda.h"
+#include "kernels/moe/moe_routing_cuda.h"
 #include "tileops/core/dtype.h"
 #include "tileops/core/error.h"
 #endif
@@ -38,7 +38,7 @@ namespace {
 
 using tileops::DType;
 namespace ck = tileops::cuda_kernels;
-using ck::MoEScoring;
+using tileops::MoEScoring;
 
 using namespace tileops::kernel_test;  // NOLINT: the shared kernel-test helpers
 

@@ -185,8 +185,9 @@ TEST(AttentionFamily, WorkloadInputsAreValidInputs) {
   const auto run_case = [](const char* name, const InstantiatedCase& inst) {
     const OpClass* op_class = find_op_class(name);
     EXPECT_NE(op_class, nullptr);
-    EXPECT_TRUE(op_class->workload_inputs);
-    const std::vector<Tensor> inputs = op_class->workload_inputs(inst, 7, Device::cpu());
+    const WorkloadInputsFn* workload_inputs = find_workload_inputs(name);
+    EXPECT_NE(workload_inputs, nullptr);
+    const std::vector<Tensor> inputs = (*workload_inputs)(inst, 7, Device::cpu());
     EXPECT_EQ(inputs.size(), inst.inputs.size());
     for (std::size_t i = 0; i < inputs.size(); ++i)
       EXPECT_EQ(inputs[i].sizes(), inst.inputs[i]->shape);

@@ -19,6 +19,47 @@ using namespace moe_test;  // NOLINT: the tests' inputs
 
 // ---- routing ---------------------------------------------------------------------------------
 
+TEST(MoEOps, RoofKeysAreTheManifestPeaks) {
+  // roofline.peak in manifest/moe.yaml; FusedMoE's by the weights' dtype, bf16 before any call
+  // (tests/ops/test_moe_fp8_composites.cpp checks it after FP8 calls).
+  EXPECT_EQ(MoEGroupedGemmFwdOp(MoEGroupedGemmFwdOp::Params{}).roof_key(), "tensor_core.bf16");
+  EXPECT_EQ(MoEGroupedGemmFP8FwdOp(MoEGroupedGemmFP8FwdOp::Params{}).roof_key(), "tensor_core.fp8");
+  EXPECT_EQ(MoEGroupedGemmFP8MaskedFwdOp(MoEGroupedGemmFP8MaskedFwdOp::Params{}).roof_key(),
+            "tensor_core.fp8");
+  EXPECT_EQ(MoEExpertMLPFwdOp(MoEExpertMLPFwdOp::Params{}).roof_key(), "tensor_core.bf16");
+  EXPECT_EQ(MoEExpertMLPFP8FwdOp(MoEExpertMLPFP8FwdOp::Params{}).roof_key(), "tensor_core.fp8");
+  EXPECT_EQ(MoEExpertMLPFP8MaskedFwdOp(MoEExpertMLPFP8MaskedFwdOp::Params{}).roof_key(),
+            "tensor_core.fp8");
+  EXPECT_EQ(FusedMoEExpertsFwdOp(FusedMoEExpertsFwdOp::Params{}).roof_key(), "tensor_core.bf16");
+  EXPECT_EQ(FusedMoEFwdOp({.top_k = 2}).roof_key(), "tensor_core.bf16");
+  // No peak declared: the base class's default.
+  EXPECT_EQ(MoETopKRoutingFwdOp({.top_k = 2}).roof_key(), "cuda_core.fp32");
+}
+
+TEST(MoEOps, InterfacesAreThoseOfTheKernelTables) {
+  // No op class declares interfaces(): each kernel op's are its kernel table's, a composite
+  // without kernels of its own has none.
+  for (const OpClass* c : registered_op_classes()) {
+    for (const auto& impl : c->kernel_types) {
+      const bool declared =
+          std::any_of(c->interfaces.begin(), c->interfaces.end(),
+                      [&](const auto& i) { return i.type == impl.interface_type; });
+      EXPECT_TRUE(declared) << c->name << " " << impl.key;
+    }
+    EXPECT_EQ(c->interfaces.empty(), c->kernel_types.empty()) << c->name;
+    EXPECT_TRUE(c->registration_problems.empty()) << c->name;
+  }
+  const OpClass* gemm = find_op_class("MoEGroupedGemmFwdOp");
+  ASSERT_NE(gemm, nullptr);
+  ASSERT_EQ(gemm->interfaces.size(), 1u);
+  EXPECT_EQ(gemm->interfaces[0].name, "moe_grouped_gemm");
+  EXPECT_EQ(gemm->interfaces[0].request_type, std::type_index(typeid(GroupedGemmCall)));
+  const OpClass* fused = find_op_class("FusedMoEFwdOp");
+  ASSERT_NE(fused, nullptr);
+  EXPECT_TRUE(fused->interfaces.empty());
+  EXPECT_EQ(fused->delegate_types.size(), 2u);  // generated from the composition
+}
+
 TEST(MoERouting, MatchesReferenceForEveryScoring) {
   struct Case {
     std::string scoring;
@@ -248,13 +289,16 @@ TEST(FusedMoEExperts, MatchesReferenceAndHoldsOnePrePermutePerExpertCount) {
     EXPECT_EQ(call->stage("mlp").size(), 1u);
     EXPECT_EQ(call->stage("post_permute").size(), 1u);
   }
-  // pre_permute E=4, pre_permute E=6, mlp, post_permute: stage order, then holding order.
+  // pre_permute E=4, pre_permute E=6, mlp, mlp_fp8, mlp_fp8_masked (held at construction: their
+  // parameters are settled there), post_permute: stage order, then holding order.
   const auto held = op.held_delegates();
-  ASSERT_EQ(held.size(), 4u);
+  ASSERT_EQ(held.size(), 6u);
   EXPECT_EQ(std::get<std::int64_t>(held[0]->param_values().at("num_experts")), 4);
   EXPECT_EQ(std::get<std::int64_t>(held[1]->param_values().at("num_experts")), 6);
   EXPECT_EQ(held[2]->name(), "MoEExpertMLPFwdOp");
-  EXPECT_EQ(held[3]->name(), "MoEPostPermuteFwdOp");
+  EXPECT_EQ(held[3]->name(), "MoEExpertMLPFP8FwdOp");
+  EXPECT_EQ(held[4]->name(), "MoEExpertMLPFP8MaskedFwdOp");
+  EXPECT_EQ(held[5]->name(), "MoEPostPermuteFwdOp");
 }
 
 TEST(FusedMoEExperts, TunedModeReachesThePrePermuteHeldLater) {
@@ -511,9 +555,10 @@ TEST(MoEFamily, WorkloadInputsAreValidInputs) {
   for (const Case& c : cases) {
     const OpClass* op_class = find_op_class(c.op);
     ASSERT_NE(op_class, nullptr) << c.op;
-    ASSERT_TRUE(op_class->workload_inputs) << c.op;
+    const WorkloadInputsFn* workload_inputs = find_workload_inputs(c.op);
+    ASSERT_NE(workload_inputs, nullptr) << c.op;
     const InstantiatedCase inst{c.params, c.inputs};
-    const std::vector<Tensor> inputs = op_class->workload_inputs(inst, 7, Device::cpu());
+    const std::vector<Tensor> inputs = (*workload_inputs)(inst, 7, Device::cpu());
     ASSERT_EQ(inputs.size(), c.inputs.size()) << c.op;
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       ASSERT_EQ(inputs[i].defined(), c.inputs[i].has_value()) << c.op << " input " << i;

@@ -1,4 +1,4 @@
-// Expert-parallel MoE simulated in one process (src/ops/moe/loopback_transport.h): one thread per
+// Expert-parallel MoE simulated in one process (src/comm/loopback_transport.h): one thread per
 // rank, each with its own routing and experts ops holding its E / world_size experts, against the
 // single-device FusedMoEFwdOp on the same global batch; the receive layout; configuration
 // mismatches at setup; a failing rank making the others raise, not hang.
@@ -15,7 +15,7 @@
 
 #include <fmt/format.h>
 
-#include "ops/moe/loopback_transport.h"
+#include "comm/loopback_transport.h"
 #include "ops/moe_test_inputs.h"
 #include "ops/ops_test_util.h"
 #include "tileops/ops/moe.h"

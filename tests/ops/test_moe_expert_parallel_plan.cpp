@@ -1,10 +1,10 @@
-// The index arithmetic of expert-parallel dispatch and combine (src/ops/moe/expert_parallel_plan.h)
+// The index arithmetic of expert-parallel dispatch and combine (src/comm/expert_parallel_plan.h)
 // on small cases checked by hand: placement and expert maps, send counts and order, the rows each
 // token combines, tokens with no expert on a rank, every token on one rank, a hot expert.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "ops/moe/expert_parallel_plan.h"
+#include "comm/expert_parallel_plan.h"
 #include "ops/ops_test_util.h"
 
 namespace tileops {

@@ -315,19 +315,26 @@ TEST(FusedMoEExpertsFP8, MatchesReferenceForTopKTwoToEightAndAnExpertMap) {
   }
 }
 
-TEST(FusedMoEExpertsFP8, TheWeightsDTypeSelectsTheMLPHeldAtTheFirstFP8Call) {
+TEST(FusedMoEExpertsFP8, TheWeightsDTypeSelectsTheMLPHeldAtConstruction) {
   const FP8Layer l = fp8_layer(4, 128, 128, 9);
   const Tensor x = Tensor::randn({5, 128}, DType::bfloat16, 10);
   const Tensor tw = Tensor::rand({5, 2}, DType::float32, 11, Device::cpu(), 0.0, 1.0);
   const Tensor ids = distinct_ids(5, 2, 4, 12);
   FusedMoEExpertsFwdOp op({});
-  // bf16 weights: the bf16 MLP; the FP8 one is not held.
+  // The MLPs are held at construction (their parameters are settled there, the masked one's
+  // too although masked_max_rows 0 never takes it), with the activation of the experts.
+  std::vector<std::string> built;
+  for (const Op* sub : op.held_delegates()) built.emplace_back(sub->name());
+  EXPECT_EQ(built, (std::vector<std::string>{"MoEExpertMLPFwdOp", "MoEExpertMLPFP8FwdOp",
+                                             "MoEExpertMLPFP8MaskedFwdOp", "MoEPostPermuteFwdOp"}));
+  EXPECT_EQ(std::get<std::string>(op.held_delegates()[1]->param_values().at("activation")),
+            "silu_and_mul");
+  // bf16 weights: the bf16 MLP runs, the FP8 one does not.
   op(x, tw, ids, weight({4, 256, 128}, DType::bfloat16, 13),
      weight({4, 128, 128}, DType::bfloat16, 14));
   EXPECT_EQ(op.last_call()->stage("mlp").size(), 1u);
   EXPECT_TRUE(op.last_call()->stage("mlp_fp8").empty());
   EXPECT_EQ(op.roof_key(), "tensor_core.bf16");
-  for (const Op* sub : op.held_delegates()) EXPECT_NE(sub->name(), "MoEExpertMLPFP8FwdOp");
   // FP8 weights: the quantizing pre-permute and the FP8 MLP on its rows, whose y is exactly
   // what the experts combine.
   const Tensor y = op(x, tw, ids, l.w13.w, l.w2.w, Tensor(), l.w13.scales, l.w2.scales);
@@ -341,9 +348,10 @@ TEST(FusedMoEExpertsFP8, TheWeightsDTypeSelectsTheMLPHeldAtTheFirstFP8Call) {
   EXPECT_TRUE(call->stage("mlp_fp8")[0]->stage("quantize_x").empty());
   EXPECT_EQ(call->stage("mlp_fp8")[0]->stage("quantize_h").size(), 1u);
   EXPECT_EQ(op.roof_key(), "tensor_core.fp8");
-  // pre_permute E=4, pre_permute_quant E=4, mlp, mlp_fp8, post_permute: stage order.
+  // pre_permute E=4, pre_permute_quant E=4, mlp, mlp_fp8, mlp_fp8_masked, post_permute: stage
+  // order.
   const auto held = op.held_delegates();
-  ASSERT_EQ(held.size(), 5u);
+  ASSERT_EQ(held.size(), 6u);
   EXPECT_EQ(held[0]->name(), "MoEPrePermuteFwdOp");
   EXPECT_EQ(held[1]->name(), "MoEPrePermuteQuantFP8FwdOp");
   EXPECT_EQ(std::get<std::int64_t>(held[1]->param_values().at("group_size")), 128);
@@ -364,7 +372,7 @@ TEST(FusedMoEExpertsFP8, TheWeightsDTypeSelectsTheMLPHeldAtTheFirstFP8Call) {
   EXPECT_EQ(y.to_vector(), by_hand.to_vector());
   // A second FP8 call reuses the held sub-ops.
   op(x, tw, ids, l.w13.w, l.w2.w, Tensor(), l.w13.scales, l.w2.scales);
-  EXPECT_EQ(op.held_delegates().size(), 5u);
+  EXPECT_EQ(op.held_delegates().size(), 6u);
 }
 
 TEST(FusedMoEExpertsFP8, AnExpertMapGivesTheUnfusedResultBitForBit) {

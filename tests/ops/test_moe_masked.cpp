@@ -242,11 +242,16 @@ TEST(FusedMoEExpertsMasked, TheMaskedRouteGivesTheContiguousYBitForBit) {
     // masked_max_rows = ceil(M K / E): the smallest threshold that takes the masked route.
     const std::int64_t rows = (tokens * top_k + experts - 1) / experts;
     FusedMoEExpertsFwdOp masked({.masked_max_rows = rows});
+    // The MLPs are held at construction.
+    EXPECT_EQ(held_stages(masked),
+              (std::vector<std::string>{"MoEExpertMLPFwdOp", "MoEExpertMLPFP8FwdOp",
+                                        "MoEExpertMLPFP8MaskedFwdOp", "MoEPostPermuteFwdOp"}));
     const Tensor got = masked(l.x, l.weights, l.ids, l.w13, l.w2, Tensor(), l.s13, l.s2);
     EXPECT_TRUE(same_bits(got, want)) << tokens << "x" << top_k;
     EXPECT_EQ(held_stages(masked),
               (std::vector<std::string>{"MoEPrePermuteQuantFP8MaskedFwdOp", "MoEExpertMLPFwdOp",
-                                        "MoEExpertMLPFP8MaskedFwdOp", "MoEPostPermuteFwdOp"}));
+                                        "MoEExpertMLPFP8FwdOp", "MoEExpertMLPFP8MaskedFwdOp",
+                                        "MoEPostPermuteFwdOp"}));
     // One row less than the mean: the contiguous route.
     if (rows > 1) {
       FusedMoEExpertsFwdOp below({.masked_max_rows = rows - 1});
@@ -254,7 +259,8 @@ TEST(FusedMoEExpertsMasked, TheMaskedRouteGivesTheContiguousYBitForBit) {
           same_bits(below(l.x, l.weights, l.ids, l.w13, l.w2, Tensor(), l.s13, l.s2), want));
       EXPECT_EQ(held_stages(below),
                 (std::vector<std::string>{"MoEPrePermuteQuantFP8FwdOp", "MoEExpertMLPFwdOp",
-                                          "MoEExpertMLPFP8FwdOp", "MoEPostPermuteFwdOp"}));
+                                          "MoEExpertMLPFP8FwdOp", "MoEExpertMLPFP8MaskedFwdOp",
+                                          "MoEPostPermuteFwdOp"}));
     }
   }
 }

@@ -64,6 +64,11 @@ std::vector<Case> cases() {
        Tensor::rand({6, 8, 2}, DType::float32, 26, Device::cpu(), 0.5, 2.0),
        int_tensor({8, 0, 3, 5, 1, 8}), Tensor::randn({6, 40, 64}, DType::float8_e4m3fn, 27),
        Tensor::rand({6, 3, 2}, DType::float32, 28, Device::cpu(), 0.05, 0.2)});
+  // The quantization: rows of groups quantized on their own (group 32, with NaN-free values).
+  add("per_token_group_quant",
+      std::make_unique<PerTokenGroupQuantFP8FwdOp>(
+          PerTokenGroupQuantFP8FwdOp::Params{.group_size = 32}),
+      {Tensor::randn({17, 128}, DType::bfloat16, 40)});
   add("expert_mlp", std::make_unique<MoEExpertMLPFwdOp>(MoEExpertMLPFwdOp::Params{}),
       {Tensor::randn({33, 32}, DType::bfloat16, 8), offsets,
        weight({4, 2 * 24, 32}, DType::bfloat16, 9), weight({4, 32, 24}, DType::bfloat16, 10)});
@@ -156,14 +161,18 @@ TEST(SampledReference, ACorruptedSampledRowFailsTheCheck) {
     const double tolerance = tolerance_for(out.dtype());
     EXPECT_LE(max_relative_error(gather_rows(out, rows), expected.front()), tolerance);
 
-    // One element of the third sampled row off by 0.5: caught.
+    // One element of the third sampled row off by 0.5: caught. An e4m3 element moves by
+    // |v| / 2 + 2 towards zero and past it instead: e4m3's steps would swallow 0.5 at large |v|,
+    // and the value stays within its range.
     const std::int64_t bad_row = rows[2];
     const Tensor corrupted = out.clone();
     // (the first element of the row's last dimension's middle; a masked output's rows are 3D)
     std::vector<std::int64_t> at(static_cast<std::size_t>(corrupted.dim()), 0);
     at.front() = bad_row;
     at.back() = corrupted.size(corrupted.dim() - 1) / 2;
-    corrupted.set_at(at, corrupted.item_at(at) + 0.5);
+    const double v = corrupted.item_at(at);
+    corrupted.set_at(
+        at, out.dtype() == DType::float8_e4m3fn ? 0.5 * v - (v >= 0 ? 2.0 : -2.0) : v + 0.5);
     EXPECT_GT(max_relative_error(gather_rows(corrupted, rows), expected.front()), tolerance);
   }
 }

@@ -37,7 +37,7 @@ TEST(CallSpecs, MoETextIsTheRecordedKey) {
   routing.tokens = 4;
   routing.experts = 256;
   routing.top_k = 8;
-  routing.sigmoid = true;
+  routing.scoring = tileops::MoEScoring::sigmoid;
   routing.renormalize = true;
   routing.has_bias = true;
   EXPECT_EQ(routing.str(),

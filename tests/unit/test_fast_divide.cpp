@@ -1,4 +1,4 @@
-// FastDivide (src/kernels/fast_divide.h) against the / and % operators: small, prime,
+// FastDivide (src/kernels/common/fast_divide.h) against the / and % operators: small, prime,
 // power-of-two and largest divisors, numerators at the edges of each quotient and of the 32-bit
 // range, and random ones.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/fast_divide.h"
+#include "kernels/common/fast_divide.h"
 
 namespace tileops {
 namespace {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda_tuning.h"
+#include "kernels/common/cuda_tuning.h"
 
 extern char** environ;
 

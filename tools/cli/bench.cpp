@@ -2,10 +2,10 @@
 // the op's reference, and reports time, bandwidth, flop rate and the fraction of the roofline
 // bound (DESIGN.md §8).
 //
-// Inputs of a case: the op class's workload_inputs(case, seed, device) when it declares one (ops
-// whose inputs must hold valid values: MoE ids, offsets, permutations); otherwise float inputs are
-// Tensor::randn(seed + position) on the bench device, integer inputs (positions, indices) uniform
-// integers in [0, S) where S is the input's last dimension (so positions stay within the
+// Inputs of a case: the op's registered workload inputs (case, seed, device) when it has them
+// (ops whose inputs must hold valid values: MoE ids, offsets, permutations); otherwise float inputs
+// are Tensor::randn(seed + position) on the bench device, integer inputs (positions, indices)
+// uniform integers in [0, S) where S is the input's last dimension (so positions stay within the
 // sequence), bool inputs all false. Construction-time tensors come from the manifest's workload
 // instantiation.
 //
@@ -195,9 +195,8 @@ void run_case(const OpSchema& schema, const InstantiatedCase& inst, const BenchO
   if (options.tune) op->request_tune();
 
   std::vector<Tensor> inputs;
-  const OpClass* op_class = find_op_class(schema.name);
-  if (op_class != nullptr && op_class->workload_inputs) {
-    inputs = op_class->workload_inputs(inst, options.seed, device);
+  if (const WorkloadInputsFn* workload_inputs = find_workload_inputs(schema.name)) {
+    inputs = (*workload_inputs)(inst, options.seed, device);
   } else {
     for (std::size_t i = 0; i < inst.inputs.size(); ++i) {
       inputs.push_back(inst.inputs[i] ? make_input(*inst.inputs[i], options.seed + i, device)
@@ -488,6 +487,7 @@ int run_bench(const BenchOptions& options) {
           device.is_cpu() ? "cpu wall clock"
                           : fmt::format("cuda events, L2 flushed ({})", options.flush));
       if (options.tune) fmt::print("# tuned mode: request_tune() before each op's first call\n");
+      for (const auto& note : display_notes(results, options.wide)) fmt::print("# {}\n", note);
       fmt::print("{}", render_table(display_table(results, options.wide)));
       for (const auto& r : results) {
         if (!r.message.empty() && r.result != "PASS") {

@@ -127,6 +127,9 @@ std::string summary_line(const std::vector<CaseResult>& results, const BenchCoun
 Table full_table(const std::vector<CaseResult>& results);
 /// The terminal table: the kernel configuration summarized unless `wide`.
 Table display_table(const std::vector<CaseResult>& results, bool wide);
+/// The header comments the narrow table needs (how it abbreviates case ids; the target when every
+/// case shares it, which then has no column); none with `wide`.
+std::vector<std::string> display_notes(const std::vector<CaseResult>& results, bool wide);
 std::string json_document(const BenchOptions& options, Device device,
                           const perf::HardwareProfile& profile,
                           const std::vector<CaseResult>& results, const BenchCounts& c);

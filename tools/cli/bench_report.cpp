@@ -1,10 +1,14 @@
-// `tileops bench`: the report of a run — the terminal table (the kernel configuration
-// summarized to keep it within about 160 columns, whole with --wide), and the JSON and CSV that
-// keep every field.
+// `tileops bench`: the report of a run — the terminal table (within 160 columns: the kernel
+// configuration summarized, the case ids' dtypes abbreviated and a target shared by every case
+// named above the table; all of it whole with --wide), and the JSON and CSV that keep every
+// field.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <string_view>
+#include <utility>
 
 #include "bench.h"
 
@@ -33,6 +37,40 @@ std::string short_impl(const std::string& impl) {
   }
   if (first.size() > kImplWidth) first = first.substr(0, kImplWidth - 2) + "..";
   return first;
+}
+
+/// The dtype names of case ids as the narrow table spells them.
+constexpr std::pair<std::string_view, std::string_view> kShortDTypes[] = {
+    {"bfloat16", "bf16"},      {"float16", "f16"},      {"float32", "f32"}, {"float64", "f64"},
+    {"float8_e4m3fn", "e4m3"}, {"float8_e5m2", "e5m2"}, {"int32", "i32"},   {"int64", "i64"}};
+
+/// A case id with its dtypes abbreviated ("dsv3-fp8-512t-f32-bf16-e4m3"): the id is the label,
+/// then one dtype per DType index, joined with '-', so every '-'-separated dtype name is one.
+std::string short_case(const std::string& id) {
+  std::string out;
+  std::size_t start = 0;
+  while (start <= id.size()) {
+    const std::size_t end = std::min(id.find('-', start), id.size());
+    std::string_view part(id.data() + start, end - start);
+    for (const auto& [name, brief] : kShortDTypes) {
+      if (part == name) part = brief;
+    }
+    if (start > 0) out += '-';
+    out += part;
+    start = end + 1;
+  }
+  return out;
+}
+
+/// The one target every case that ran ran on, or nullopt when they differ (or none ran).
+std::optional<std::string> shared_target(const std::vector<CaseResult>& results) {
+  std::optional<std::string> shared;
+  for (const auto& r : results) {
+    if (r.target == "-") continue;  // skipped, or failed before selecting one
+    if (shared && *shared != r.target) return std::nullopt;
+    shared = r.target;
+  }
+  return shared;
 }
 
 /// An estimate to 3 significant digits ("29.2 s", "307 ms", "4.68 us"; "2077 s").
@@ -118,29 +156,49 @@ Table full_table(const std::vector<CaseResult>& results) {
   return t;
 }
 
+std::vector<std::string> display_notes(const std::vector<CaseResult>& results, bool wide) {
+  if (wide) return {};
+  std::vector<std::string> notes{
+      "case ids with their dtypes abbreviated (bf16 bfloat16, f16 float16, f32 float32, e4m3 "
+      "float8_e4m3fn; --wide: whole)"};
+  if (const auto target = shared_target(results)) {
+    notes.push_back(fmt::format("target {} for every case", *target));
+  }
+  return notes;
+}
+
 Table display_table(const std::vector<CaseResult>& results, bool wide) {
+  // The narrow table names a target shared by every case above it (display_notes).
+  const bool target_column = wide || !shared_target(results);
   Table t;
-  t.columns = {"op",   "case",    "target", "impl",    "median", "est.",
-               "GB/s", "TFLOP/s", "SOL",    "max err", "check",  "result"};
+  t.columns = {"op", "case"};
+  if (target_column) t.columns.emplace_back("target");
+  for (const char* c :
+       {"impl", "median", "est.", "GB/s", "TFLOP/s", "SOL", "max err", "check", "result"}) {
+    t.columns.emplace_back(c);
+  }
   for (const auto& r : results) {
     const std::string impl = !wide              ? short_impl(r.impl)
                              : r.config.empty() ? r.impl
                                                 : r.impl + " (" + r.config + ")";
     const double median = r.timed ? r.timing.median_s : kNaN;
-    t.rows.push_back({
-        Cell::string(r.op),
-        Cell::string(r.case_id),
-        Cell::string(r.target),
-        Cell::string(impl),
-        Cell::num(median, format_duration(median)),
-        Cell::num(r.estimate_s, short_duration(r.estimate_s)),
-        Cell::num(gbps(r), format_rate(gbps(r))),
-        Cell::num(tflops(r), format_rate(tflops(r))),
-        Cell::num(r.sol, std::isfinite(r.sol) ? fmt::format("{:.1f}%", 100 * r.sol) : "-"),
-        Cell::num(r.max_err, format_sig(r.max_err, 2)),
-        Cell::string(r.check),
-        Cell::string(r.result),
-    });
+    std::vector<Cell> row{Cell::string(r.op),
+                          Cell::string(wide ? r.case_id : short_case(r.case_id))};
+    if (target_column) row.push_back(Cell::string(r.target));
+    row.insert(
+        row.end(),
+        {
+            Cell::string(impl),
+            Cell::num(median, format_duration(median)),
+            Cell::num(r.estimate_s, short_duration(r.estimate_s)),
+            Cell::num(gbps(r), format_rate(gbps(r))),
+            Cell::num(tflops(r), format_rate(tflops(r))),
+            Cell::num(r.sol, std::isfinite(r.sol) ? fmt::format("{:.1f}%", 100 * r.sol) : "-"),
+            Cell::num(r.max_err, format_sig(r.max_err, 2)),
+            Cell::string(r.check),
+            Cell::string(r.result),
+        });
+    t.rows.push_back(std::move(row));
   }
   return t;
 }

@@ -26,8 +26,8 @@
 #include "tileops/base/signature_call.h"
 #include "tileops/core/error.h"
 #include "tileops/core/tensor.h"
-#include "tileops/kernel/kernel.h"
-#include "tileops/kernel/kernel_table.h"
+#include "tileops/dispatch/kernel.h"
+#include "tileops/dispatch/kernel_table.h"
 #include "tileops/target/target.h"
 
 namespace tileops {
@@ -86,8 +86,9 @@ class Op {
   SignatureCallPtr last_call() const;
   /// (flops, bytes) of last_call, from the manifest roofline.
   Roofline eval_roofline() const;
-  /// The compute unit pricing the FLOPs ("cuda_core.fp32", "tensor_core.bf16").
-  virtual std::string roof_key() const { return "cuda_core.fp32"; }
+  /// The compute unit pricing the FLOPs ("cuda_core.fp32", "tensor_core.bf16"): the manifest's
+  /// roofline.peak for last_call (or before any call), else "cuda_core.fp32".
+  virtual std::string roof_key() const;
   /// Read part of the roofline bytes of last_call (bytes minus written bytes).
   virtual std::optional<double> eval_roofline_read_bytes() const;
   /// Value-dependent quantities of last_call that readings are recorded beside (for example how

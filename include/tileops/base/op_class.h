@@ -14,7 +14,7 @@
 
 #include "tileops/base/schema.h"
 #include "tileops/core/value.h"
-#include "tileops/kernel/kernel.h"
+#include "tileops/dispatch/kernel.h"
 #include "tileops/target/target.h"
 
 namespace tileops {
@@ -36,11 +36,6 @@ struct OpClass {
   std::vector<std::string> injected_parameters;
   /// Builds an instance from parameters by manifest name (the dynamic path).
   std::function<std::unique_ptr<Op>(const ParamMap& params, Target target)> factory;
-  /// Inputs of a workload case in manifest order (undefined for an absent optional input), for
-  /// ops whose inputs must hold valid values (offsets, distinct ids, permutations); empty when
-  /// the class has none, and then `tileops bench` draws them (floats randn, integers uniform).
-  std::function<std::vector<Tensor>(const InstantiatedCase& c, std::uint64_t seed, Device device)>
-      workload_inputs;
   /// Problems found when the class was registered (empty when the class agrees with its entry).
   /// Constructing an instance of a class with problems throws ManifestError listing them.
   std::vector<std::string> registration_problems;
@@ -59,13 +54,15 @@ template <class T>
 concept HasDelegateTypes = requires {
   T::delegate_types();
 };
+/// A class that still declares workload_inputs(case, seed, device): its inputs are registered by
+/// name now (op_class_of refuses the class, so that they are not silently dropped).
+template <class T>
+concept DeclaresWorkloadInputs = requires(const InstantiatedCase& c, std::uint64_t seed, Device d) {
+  T::workload_inputs(c, seed, d);
+};
 template <class T>
 concept HasInjected = requires {
   T::injected_parameters();
-};
-template <class T>
-concept HasWorkloadInputs = requires(const InstantiatedCase& c, std::uint64_t seed, Device d) {
-  T::workload_inputs(c, seed, d);
 };
 template <class T>
 concept HasFactory = requires(const ParamMap& m, Target t) {
@@ -80,21 +77,29 @@ void register_op_class(const OpClass* op_class);
 }  // namespace detail
 
 /// The OpClass of `Derived`, built on first use. `Derived` provides the static members it needs
-/// (`interfaces()`, `kernel_types()`, `delegate_types()`, `injected_parameters()`,
-/// `workload_inputs(case, seed, device)`); the
-/// generated base supplies `schema_data()` and `params_from_map()`.
+/// (`kernel_types()`, which the generated base of a kernel op declares, `injected_parameters()`,
+/// and `interfaces()` where they are not those of its kernel table); the generated base supplies
+/// `schema_data()`, `params_from_map()` and a composite's `delegate_types()`. Workload inputs
+/// are registered by name (TILEOPS_REGISTER_WORKLOAD_INPUTS, tileops/base/reference.h).
 template <class Derived>
 const OpClass& op_class_of() {
   static const OpClass instance = [] {
     OpClass c;
     c.schema = &Derived::schema_data();
     c.name = std::string(c.schema->name);
-    if constexpr (detail::HasInterfaces<Derived>) c.interfaces = Derived::interfaces();
     if constexpr (detail::HasKernelTypes<Derived>) c.kernel_types = Derived::kernel_types();
+    // Without interfaces(), the interfaces the kernel table implements.
+    if constexpr (detail::HasInterfaces<Derived>) {
+      c.interfaces = Derived::interfaces();
+    } else {
+      c.interfaces = interfaces_of(c.kernel_types);
+    }
     if constexpr (detail::HasDelegateTypes<Derived>) c.delegate_types = Derived::delegate_types();
     if constexpr (detail::HasInjected<Derived>)
       c.injected_parameters = Derived::injected_parameters();
-    if constexpr (detail::HasWorkloadInputs<Derived>) c.workload_inputs = &Derived::workload_inputs;
+    static_assert(!detail::DeclaresWorkloadInputs<Derived>,
+                  "register an op's workload inputs by name: TILEOPS_REGISTER_WORKLOAD_INPUTS "
+                  "(tileops/base/reference.h)");
     // The dynamic path hands injected objects only to a class's own from_params.
     static_assert(!detail::HasInjected<Derived> || detail::HasFactory<Derived>,
                   "an op class with injected_parameters() defines from_params(ParamMap, Target)");

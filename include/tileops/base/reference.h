@@ -1,6 +1,6 @@
 // Reference implementations: simple, double-precision versions of each op, used by the tests
-// and by `tileops bench` to check results. Each family registers its references next to its
-// op classes.
+// and by `tileops bench` to check results; and the workload inputs of the ops whose inputs must
+// hold valid values. Each family registers them next to its op classes.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tileops/base/schema.h"
+#include "tileops/core/device.h"
 #include "tileops/core/tensor.h"
 #include "tileops/core/value.h"
 
@@ -65,6 +67,17 @@ Tensor gather_rows(const Tensor& t, std::span<const std::int64_t> rows);
 /// t's with dimension `dim` replaced by rows.size().
 Tensor gather_rows(const Tensor& t, std::span<const std::int64_t> rows, std::int64_t dim);
 
+/// Inputs of a workload case in manifest order (undefined for an absent optional input), for an
+/// op whose inputs must hold valid values (offsets, distinct ids, permutations): what `tileops
+/// bench` and the tests give its workloads. An op without one gets drawn inputs (floats randn,
+/// integers uniform).
+using WorkloadInputsFn = std::function<std::vector<Tensor>(const InstantiatedCase& c,
+                                                           std::uint64_t seed, Device device)>;
+
+void register_workload_inputs(std::string op, WorkloadInputsFn fn);
+/// nullptr when the op has no workload inputs of its own.
+const WorkloadInputsFn* find_workload_inputs(std::string_view op);
+
 #define TILEOPS_REGISTER_REFERENCE(OpName, fn)                  \
   namespace {                                                   \
   [[maybe_unused]] const bool tileops_reference_##OpName = [] { \
@@ -80,6 +93,14 @@ Tensor gather_rows(const Tensor& t, std::span<const std::int64_t> rows, std::int
     ::tileops::register_sampled_reference(#OpName, __VA_ARGS__);        \
     return true;                                                        \
   }();                                                                  \
+  }
+
+#define TILEOPS_REGISTER_WORKLOAD_INPUTS(OpName, fn)                  \
+  namespace {                                                         \
+  [[maybe_unused]] const bool tileops_workload_inputs_##OpName = [] { \
+    ::tileops::register_workload_inputs(#OpName, fn);                 \
+    return true;                                                      \
+  }();                                                                \
   }
 
 }  // namespace tileops

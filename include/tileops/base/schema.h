@@ -115,6 +115,9 @@ struct OpSchema {
 
   /// Evaluates the roofline over a call record (generated).
   Roofline (*eval_roofline)(const SignatureCall& call) = nullptr;
+  /// The hardware-profile key of the peak the roofline runs at, for a call record or, before
+  /// any call, nullptr (generated from roofline.peak; nullptr when the entry declares none).
+  std::string (*roof_key)(const SignatureCall* call) = nullptr;
   /// Instantiates a workload case (generated): parameters and input specs.
   InstantiatedCase (*instantiate)(const WorkloadRow& row, std::size_t dtype_case) = nullptr;
 

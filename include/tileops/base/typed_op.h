@@ -1,19 +1,23 @@
 // TypedOp: the fixed part of every generated op base, written once (docs/design/op-base.md).
 //
 // tileops-gen emits, per manifest entry X (tileops/gen/<family>.h), the parameter struct
-// `XParams`, a traits struct `XTraits` naming the generated functions of that entry, and
-// `XBase<Derived> : TypedOp<XTraits, Derived>` with what differs per op: the typed call operator
-// (named inputs, optional ones defaulted), the dispatch to `Derived::forward` and, for an entry
-// with a dtype parameter, the `dtype()` override. Everything else lives here.
+// `XParams`, the typed solved indices `XIndices` (what forward receives first), a traits struct
+// `XTraits` naming the generated functions of that entry, and `XBase<Derived> : TypedOp<XTraits,
+// Derived>` with what differs per op: the typed call operator (named inputs, optional ones
+// defaulted), the dispatch to `Derived::forward`, `delegate_types()` of a composite entry (from
+// its composition) and, for an entry with a dtype parameter, the `dtype()` override. Everything
+// else lives here.
 #pragma once
 
 #include <array>
 #include <concepts>
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "tileops/base/op.h"
@@ -55,6 +59,14 @@ template <std::size_t... I>
 struct TensorTuple<std::index_sequence<I...>> {
   using type = std::tuple<TensorAt<I>...>;
 };
+
+/// A solved index of a call record as T, or nullopt where the call's branch left it unsolved
+/// (the generated `XIndices` read their optional indices through it).
+template <class T>
+std::optional<T> optional_index(const Value& v) {
+  if (const T* p = std::get_if<T>(&v)) return *p;
+  return std::nullopt;
+}
 
 /// What a typed call returns for `n` outputs: nothing, one Tensor, or a tuple of them.
 template <std::size_t n>

@@ -12,7 +12,7 @@
 
 #include "tileops/core/error.h"
 #include "tileops/core/tensor.h"
-#include "tileops/kernel/kernel.h"
+#include "tileops/dispatch/kernel.h"
 
 namespace tileops {
 
@@ -20,20 +20,37 @@ namespace tileops {
 // Every tensor handed to a kernel interface is contiguous and on the call's device; outputs are
 // allocated by the op (or are the caller's contiguous `out`).
 
+/// How routing turns a token's logits into expert scores (the manifest's `scoring`).
+enum class MoEScoring { softmax, sigmoid };
+
+/// The scoring's manifest name.
+inline std::string_view moe_scoring_name(MoEScoring s) noexcept {
+  return s == MoEScoring::sigmoid ? "sigmoid" : "softmax";
+}
+
+/// The scoring of a manifest name; SignatureError for other names.
+inline MoEScoring moe_scoring(std::string_view name) {
+  for (const auto s : {MoEScoring::softmax, MoEScoring::sigmoid}) {
+    if (name == moe_scoring_name(s)) return s;
+  }
+  throw SignatureError("unknown MoE scoring '" + std::string(name) +
+                       "' (expected softmax or sigmoid)");
+}
+
 /// Top-k routing of `tokens` rows of `experts` logits.
 struct MoERoutingCall : CallSpec {
   std::int64_t tokens = 0;
   std::int64_t experts = 0;
   std::int64_t top_k = 0;
   DType logits_dtype = DType::float32;
-  bool sigmoid = false;  ///< scoring: sigmoid (true) or softmax (false)
+  MoEScoring scoring = MoEScoring::softmax;
   bool renormalize = false;
   bool has_bias = false;
   std::int64_t n_group = 1;     ///< expert groups; 1: plain top-k
   std::int64_t topk_group = 1;  ///< groups kept per token
   friend bool operator==(const MoERoutingCall&, const MoERoutingCall&) = default;
   std::size_t hash() const {
-    return hash_fields(device, tokens, experts, top_k, logits_dtype, sigmoid, renormalize, has_bias,
+    return hash_fields(device, tokens, experts, top_k, logits_dtype, scoring, renormalize, has_bias,
                        n_group, topk_group);
   }
   /// A tuning-database key: it keeps the spelling recorded before the type was renamed, and
@@ -44,7 +61,7 @@ struct MoERoutingCall : CallSpec {
         {"experts", spec_field(experts)},
         {"top_k", spec_field(top_k)},
         {"logits", spec_field(dtype_name(logits_dtype))},
-        {"scoring", sigmoid ? "sigmoid" : "softmax"},
+        {"scoring", spec_field(moe_scoring_name(scoring))},
         {"renormalize", spec_field(renormalize)},
         {"bias", spec_field(has_bias)}};
     if (n_group != 1) {

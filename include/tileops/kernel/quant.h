@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "tileops/core/tensor.h"
-#include "tileops/kernel/kernel.h"
+#include "tileops/dispatch/kernel.h"
 
 namespace tileops {
 

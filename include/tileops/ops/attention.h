@@ -29,15 +29,9 @@ class GroupedQueryAttentionVarlenFwdOp final
   using GroupedQueryAttentionVarlenFwdOpBase::GroupedQueryAttentionVarlenFwdOpBase;
   /// The defaults: causal, softmax_scale 1 / sqrt(D), no window, no cap.
   GroupedQueryAttentionVarlenFwdOp() : GroupedQueryAttentionVarlenFwdOp(Params{}) {}
-  static std::vector<InterfaceInfo> interfaces();
-  static std::vector<ImplementationInfo> kernel_types();
-  /// Sequences of equal length (Tq / B queries over Tk / B keys each, the remainder spread over
-  /// the first ones), as the roofline assumes.
-  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
-                                             Device device);
   /// The parameters resolved for a head dim: softmax_scale omitted is 1 / sqrt(head_dim).
   AttentionScores scores_for(std::int64_t head_dim) const;
-  void forward(const SignatureCall& call, const Tensor& q, const Tensor& k, const Tensor& v,
+  void forward(const Indices& call, const Tensor& q, const Tensor& k, const Tensor& v,
                const Tensor& cu_seqlens_q, const Tensor& cu_seqlens_k, const Tensor& out,
                const Tensor& lse);
 };
@@ -48,14 +42,8 @@ class KVCacheWriteFwdOp final : public gen::KVCacheWriteFwdOpBase<KVCacheWriteFw
  public:
   using KVCacheWriteFwdOpBase::KVCacheWriteFwdOpBase;
   KVCacheWriteFwdOp() : KVCacheWriteFwdOp(Params{}) {}
-  static std::vector<InterfaceInfo> interfaces();
-  static std::vector<ImplementationInfo> kernel_types();
-  /// Tokens filling pages in order, the pages a random choice of the cache's blocks (as a serving
-  /// engine hands them out): distinct slots, all within the cache.
-  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
-                                             Device device);
-  void forward(const SignatureCall& call, const Tensor& key, const Tensor& value,
-               const Tensor& k_cache, const Tensor& v_cache, const Tensor& slot_mapping);
+  void forward(const Indices& call, const Tensor& key, const Tensor& value, const Tensor& k_cache,
+               const Tensor& v_cache, const Tensor& slot_mapping);
 };
 
 /// (out, lse) = op(out_a, lse_a, out_b, lse_b): two partial attention states over disjoint key
@@ -65,13 +53,8 @@ class AttentionMergeStatesFwdOp final
  public:
   using AttentionMergeStatesFwdOpBase::AttentionMergeStatesFwdOpBase;
   AttentionMergeStatesFwdOp() : AttentionMergeStatesFwdOp(Params{}) {}
-  static std::vector<InterfaceInfo> interfaces();
-  static std::vector<ImplementationInfo> kernel_types();
-  /// Random states with some -inf lse on either side and on both (queries that saw no key).
-  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
-                                             Device device);
-  void forward(const SignatureCall& call, const Tensor& out_a, const Tensor& lse_a,
-               const Tensor& out_b, const Tensor& lse_b, const Tensor& out, const Tensor& lse);
+  void forward(const Indices& call, const Tensor& out_a, const Tensor& lse_a, const Tensor& out_b,
+               const Tensor& lse_b, const Tensor& out, const Tensor& lse);
 };
 
 }  // namespace tileops

@@ -31,9 +31,7 @@ namespace tileops {
 class MoETopKRoutingFwdOp final : public gen::MoETopKRoutingFwdOpBase<MoETopKRoutingFwdOp> {
  public:
   using MoETopKRoutingFwdOpBase::MoETopKRoutingFwdOpBase;
-  static std::vector<InterfaceInfo> interfaces();
-  static std::vector<ImplementationInfo> kernel_types();
-  void forward(const SignatureCall& call, const Tensor& logits, const Tensor& correction_bias,
+  void forward(const Indices& call, const Tensor& logits, const Tensor& correction_bias,
                const Tensor& topk_weights, const Tensor& topk_ids);
 };
 
@@ -41,12 +39,7 @@ class MoETopKRoutingFwdOp final : public gen::MoETopKRoutingFwdOpBase<MoETopKRou
 class MoEPrePermuteFwdOp final : public gen::MoEPrePermuteFwdOpBase<MoEPrePermuteFwdOp> {
  public:
   using MoEPrePermuteFwdOpBase::MoEPrePermuteFwdOpBase;
-  static std::vector<InterfaceInfo> interfaces();
-  static std::vector<ImplementationInfo> kernel_types();
-  /// Distinct ids per token (and, with a map, the first num_experts of the global experts local).
-  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
-                                             Device device);
-  void forward(const SignatureCall& call, const Tensor& x, const Tensor& topk_ids,
+  void forward(const Indices& call, const Tensor& x, const Tensor& topk_ids,
                const Tensor& expert_map, const Tensor& permuted_x, const Tensor& expert_offsets,
                const Tensor& inverse);
 };
@@ -57,12 +50,7 @@ class MoEPrePermuteQuantFP8FwdOp final
     : public gen::MoEPrePermuteQuantFP8FwdOpBase<MoEPrePermuteQuantFP8FwdOp> {
  public:
   using MoEPrePermuteQuantFP8FwdOpBase::MoEPrePermuteQuantFP8FwdOpBase;
-  static std::vector<InterfaceInfo> interfaces();
-  static std::vector<ImplementationInfo> kernel_types();
-  /// As MoEPrePermuteFwdOp's: distinct ids per token (a map keeps the first num_experts local).
-  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
-                                             Device device);
-  void forward(const SignatureCall& call, const Tensor& x, const Tensor& topk_ids,
+  void forward(const Indices& call, const Tensor& x, const Tensor& topk_ids,
                const Tensor& expert_map, const Tensor& permuted_q, const Tensor& permuted_scales,
                const Tensor& expert_offsets, const Tensor& inverse);
 };
@@ -74,13 +62,7 @@ class MoEPrePermuteQuantFP8MaskedFwdOp final
     : public gen::MoEPrePermuteQuantFP8MaskedFwdOpBase<MoEPrePermuteQuantFP8MaskedFwdOp> {
  public:
   using MoEPrePermuteQuantFP8MaskedFwdOpBase::MoEPrePermuteQuantFP8MaskedFwdOpBase;
-  static std::vector<InterfaceInfo> interfaces();
-  static std::vector<ImplementationInfo> kernel_types();
-  /// Ids that give every (global) expert exactly max_m rows where M * K = G * max_m (so the
-  /// whole output is written and checked), else distinct ids per token as the contiguous op's.
-  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
-                                             Device device);
-  void forward(const SignatureCall& call, const Tensor& x, const Tensor& topk_ids,
+  void forward(const Indices& call, const Tensor& x, const Tensor& topk_ids,
                const Tensor& expert_map, const Tensor& a, const Tensor& a_scales,
                const Tensor& counts, const Tensor& inverse);
 };
@@ -89,59 +71,37 @@ class MoEPrePermuteQuantFP8MaskedFwdOp final
 class MoEGroupedGemmFwdOp final : public gen::MoEGroupedGemmFwdOpBase<MoEGroupedGemmFwdOp> {
  public:
   using MoEGroupedGemmFwdOpBase::MoEGroupedGemmFwdOpBase;
-  static std::vector<InterfaceInfo> interfaces();
-  static std::vector<ImplementationInfo> kernel_types();
-  /// Uniform routing: expert e owns rows [e*M/E, (e+1)*M/E).
-  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
-                                             Device device);
-  std::string roof_key() const override;
-  void forward(const SignatureCall& call, const Tensor& a, const Tensor& expert_offsets,
-               const Tensor& b, const Tensor& c);
+  void forward(const Indices& call, const Tensor& a, const Tensor& expert_offsets, const Tensor& b,
+               const Tensor& c);
 };
 
-/// c = op(a, a_scales, expert_offsets, b, b_scales): the FP8 block-scaled grouped GEMM. No CUDA
-/// implementation yet: a CUDA call raises OpNotAvailableError.
+/// c = op(a, a_scales, expert_offsets, b, b_scales): the FP8 block-scaled grouped GEMM. On CUDA,
+/// the Hopper kernel serves 128 x 128 weight blocks (a gated N / 2 a multiple of 64); other
+/// blocks run on the CPU, a CUDA call with them raises DispatchError naming the reason.
 class MoEGroupedGemmFP8FwdOp final
     : public gen::MoEGroupedGemmFP8FwdOpBase<MoEGroupedGemmFP8FwdOp> {
  public:
   using MoEGroupedGemmFP8FwdOpBase::MoEGroupedGemmFP8FwdOpBase;
-  static std::vector<InterfaceInfo> interfaces();
-  static std::vector<ImplementationInfo> kernel_types();
-  /// Uniform routing, e4m3 values of a quantized uniform distribution, scales near 1 / 448.
-  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
-                                             Device device);
-  std::string roof_key() const override;
-  void forward(const SignatureCall& call, const Tensor& a, const Tensor& a_scales,
+  void forward(const Indices& call, const Tensor& a, const Tensor& a_scales,
                const Tensor& expert_offsets, const Tensor& b, const Tensor& b_scales,
                const Tensor& c);
 };
 
-/// c = op(a, a_scales, counts, b, b_scales): the FP8 grouped GEMM on the masked layout. No CUDA
-/// implementation yet: a CUDA call raises OpNotAvailableError.
+/// c = op(a, a_scales, counts, b, b_scales): the FP8 grouped GEMM on the masked layout, with the
+/// contiguous one's Hopper kernel and the same refusals.
 class MoEGroupedGemmFP8MaskedFwdOp final
     : public gen::MoEGroupedGemmFP8MaskedFwdOpBase<MoEGroupedGemmFP8MaskedFwdOp> {
  public:
   using MoEGroupedGemmFP8MaskedFwdOpBase::MoEGroupedGemmFP8MaskedFwdOpBase;
-  static std::vector<InterfaceInfo> interfaces();
-  static std::vector<ImplementationInfo> kernel_types();
-  /// max_m / 8 rows per expert, values and scales as MoEGroupedGemmFP8FwdOp's.
-  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
-                                             Device device);
-  std::string roof_key() const override;
-  void forward(const SignatureCall& call, const Tensor& a, const Tensor& a_scales,
-               const Tensor& counts, const Tensor& b, const Tensor& b_scales, const Tensor& c);
+  void forward(const Indices& call, const Tensor& a, const Tensor& a_scales, const Tensor& counts,
+               const Tensor& b, const Tensor& b_scales, const Tensor& c);
 };
 
 /// y = op(expert_out, topk_weights, inverse).
 class MoEPostPermuteFwdOp final : public gen::MoEPostPermuteFwdOpBase<MoEPostPermuteFwdOp> {
  public:
   using MoEPostPermuteFwdOpBase::MoEPostPermuteFwdOpBase;
-  static std::vector<InterfaceInfo> interfaces();
-  static std::vector<ImplementationInfo> kernel_types();
-  /// inverse is a permutation of the expert rows.
-  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
-                                             Device device);
-  void forward(const SignatureCall& call, const Tensor& expert_out, const Tensor& topk_weights,
+  void forward(const Indices& call, const Tensor& expert_out, const Tensor& topk_weights,
                const Tensor& inverse, const Tensor& y);
 };
 
@@ -152,11 +112,7 @@ class MoEPostPermuteFwdOp final : public gen::MoEPostPermuteFwdOpBase<MoEPostPer
 class MoEExpertMLPFwdOp final : public gen::MoEExpertMLPFwdOpBase<MoEExpertMLPFwdOp> {
  public:
   explicit MoEExpertMLPFwdOp(Params params, Target target = {});
-  static std::vector<DelegateType> delegate_types();
-  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
-                                             Device device);
-  std::string roof_key() const override;
-  void forward(const SignatureCall& call, const Tensor& x, const Tensor& expert_offsets,
+  void forward(const Indices& call, const Tensor& x, const Tensor& expert_offsets,
                const Tensor& w13, const Tensor& w2, const Tensor& y);
 
  private:
@@ -170,12 +126,7 @@ class MoEExpertMLPFwdOp final : public gen::MoEExpertMLPFwdOpBase<MoEExpertMLPFw
 class MoEExpertMLPFP8FwdOp final : public gen::MoEExpertMLPFP8FwdOpBase<MoEExpertMLPFP8FwdOp> {
  public:
   explicit MoEExpertMLPFP8FwdOp(Params params, Target target = {});
-  static std::vector<DelegateType> delegate_types();
-  /// Uniform routing offsets; e4m3 weights of variance 1/fan-in with their block scales.
-  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
-                                             Device device);
-  std::string roof_key() const override;
-  void forward(const SignatureCall& call, const Tensor& x, const Tensor& expert_offsets,
+  void forward(const Indices& call, const Tensor& x, const Tensor& expert_offsets,
                const Tensor& w13, const Tensor& w2, const Tensor& w13_scales,
                const Tensor& w2_scales, const Tensor& x_scales, const Tensor& y);
 
@@ -192,14 +143,8 @@ class MoEExpertMLPFP8MaskedFwdOp final
     : public gen::MoEExpertMLPFP8MaskedFwdOpBase<MoEExpertMLPFP8MaskedFwdOp> {
  public:
   explicit MoEExpertMLPFP8MaskedFwdOp(Params params, Target target = {});
-  static std::vector<DelegateType> delegate_types();
-  /// Two rows per expert (64 tokens of top-8 over 256 experts), at most max_m; weights as
-  /// MoEExpertMLPFP8FwdOp's.
-  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
-                                             Device device);
-  std::string roof_key() const override;
-  void forward(const SignatureCall& call, const Tensor& x, const Tensor& x_scales,
-               const Tensor& counts, const Tensor& w13, const Tensor& w2, const Tensor& w13_scales,
+  void forward(const Indices& call, const Tensor& x, const Tensor& x_scales, const Tensor& counts,
+               const Tensor& w13, const Tensor& w2, const Tensor& w13_scales,
                const Tensor& w2_scales, const Tensor& y);
 
  private:
@@ -209,25 +154,24 @@ class MoEExpertMLPFP8MaskedFwdOp final
 };
 
 /// The routed experts for given ids and weights: stages pre_permute or, with FP8 weights,
-/// pre_permute_quant (one sub-op per expert count seen at call time), mlp (weights of x's dtype;
-/// settled at construction) or mlp_fp8 (float8_e4m3fn weights with block scales, on the rows
-/// pre_permute_quant quantized; held at the first such call), and post_permute. With FP8 weights
-/// and masked_max_rows > 0, calls of at most that many rows per expert on average take
-/// pre_permute_quant_masked (one sub-op per expert and token count) and mlp_fp8_masked instead.
+/// pre_permute_quant (one sub-op per expert count seen at call time), mlp (weights of x's dtype)
+/// or mlp_fp8 (float8_e4m3fn weights with block scales, on the rows pre_permute_quant
+/// quantized), and post_permute. With FP8 weights and masked_max_rows > 0, calls of at most that
+/// many rows per expert on average take pre_permute_quant_masked (one sub-op per expert and token
+/// count) and mlp_fp8_masked instead. The three MLPs and post_permute are settled at
+/// construction, whatever weights the calls bring.
 class FusedMoEExpertsFwdOp final : public gen::FusedMoEExpertsFwdOpBase<FusedMoEExpertsFwdOp> {
  public:
   explicit FusedMoEExpertsFwdOp(Params params, Target target = {});
-  static std::vector<DelegateType> delegate_types();
-  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
-                                             Device device);
-  std::string roof_key() const override;
-  void forward(const SignatureCall& call, const Tensor& x, const Tensor& topk_weights,
+  void forward(const Indices& call, const Tensor& x, const Tensor& topk_weights,
                const Tensor& topk_ids, const Tensor& w13, const Tensor& w2,
                const Tensor& expert_map, const Tensor& w13_scales, const Tensor& w2_scales,
                const Tensor& y);
 
  private:
   MoEExpertMLPFwdOp* mlp_ = nullptr;
+  MoEExpertMLPFP8FwdOp* mlp_fp8_ = nullptr;
+  MoEExpertMLPFP8MaskedFwdOp* mlp_fp8_masked_ = nullptr;
   MoEPostPermuteFwdOp* post_permute_ = nullptr;
 };
 
@@ -270,18 +214,14 @@ class FusedMoEFwdOp final : public gen::FusedMoEFwdOpBase<FusedMoEFwdOp> {
   explicit FusedMoEFwdOp(Params params, Target target = {},
                          std::shared_ptr<FusedMoEExpertsFwdOp> experts = nullptr,
                          std::shared_ptr<MoEPrepareFinalize> prepare_finalize = nullptr);
-  static std::vector<DelegateType> delegate_types();
   static std::vector<std::string> injected_parameters();
   /// The dynamic path (make_op): the manifest parameters, and `experts` and `prepare_finalize` as
   /// `injected<FusedMoEExpertsFwdOp>` / `injected<MoEPrepareFinalize>` values (or None).
   static std::unique_ptr<FusedMoEFwdOp> from_params(const ParamMap& params, Target target);
-  static std::vector<Tensor> workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
-                                             Device device);
-  std::string roof_key() const override;
   const MoEPrepareFinalize& prepare_finalize() const { return *prepare_finalize_; }
-  void forward(const SignatureCall& call, const Tensor& x, const Tensor& router_logits,
-               const Tensor& w13, const Tensor& w2, const Tensor& correction_bias,
-               const Tensor& w13_scales, const Tensor& w2_scales, const Tensor& y);
+  void forward(const Indices& call, const Tensor& x, const Tensor& router_logits, const Tensor& w13,
+               const Tensor& w2, const Tensor& correction_bias, const Tensor& w13_scales,
+               const Tensor& w2_scales, const Tensor& y);
 
  private:
   static Params settle(Params params, const FusedMoEExpertsFwdOp* experts,

@@ -20,19 +20,15 @@ namespace tileops {
 class RMSNormFwdOp final : public gen::RMSNormFwdOpBase<RMSNormFwdOp> {
  public:
   using RMSNormFwdOpBase::RMSNormFwdOpBase;
-  static std::vector<InterfaceInfo> interfaces();
-  static std::vector<ImplementationInfo> kernel_types();
-  void forward(const SignatureCall& call, const Tensor& x, const Tensor& weight, const Tensor& y);
+  void forward(const Indices& call, const Tensor& x, const Tensor& weight, const Tensor& y);
 };
 
 /// residual <- T(x + residual) in place, then y = RMSNorm(residual) * weight.
 class FusedAddRMSNormFwdOp final : public gen::FusedAddRMSNormFwdOpBase<FusedAddRMSNormFwdOp> {
  public:
   using FusedAddRMSNormFwdOpBase::FusedAddRMSNormFwdOpBase;
-  static std::vector<InterfaceInfo> interfaces();
-  static std::vector<ImplementationInfo> kernel_types();
-  void forward(const SignatureCall& call, const Tensor& x, const Tensor& residual,
-               const Tensor& weight, const Tensor& y);
+  void forward(const Indices& call, const Tensor& x, const Tensor& residual, const Tensor& weight,
+               const Tensor& y);
 };
 
 }  // namespace tileops

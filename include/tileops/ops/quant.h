@@ -7,9 +7,9 @@
 
 #include <vector>
 
+#include "tileops/base/op.h"
 #include "tileops/gen/quant.h"
 #include "tileops/kernel/quant.h"
-#include "tileops/base/op.h"
 
 namespace tileops {
 
@@ -18,9 +18,7 @@ class PerTokenGroupQuantFP8FwdOp final
     : public gen::PerTokenGroupQuantFP8FwdOpBase<PerTokenGroupQuantFP8FwdOp> {
  public:
   using PerTokenGroupQuantFP8FwdOpBase::PerTokenGroupQuantFP8FwdOpBase;
-  static std::vector<InterfaceInfo> interfaces();
-  static std::vector<ImplementationInfo> kernel_types();
-  void forward(const SignatureCall& call, const Tensor& x, const Tensor& q, const Tensor& scales);
+  void forward(const Indices& call, const Tensor& x, const Tensor& q, const Tensor& scales);
 };
 
 }  // namespace tileops

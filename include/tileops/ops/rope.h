@@ -24,10 +24,7 @@ namespace tileops {
 class LongRoPEFwdOp final : public gen::LongRoPEFwdOpBase<LongRoPEFwdOp> {
  public:
   LongRoPEFwdOp(Params params, Target target = {});
-  static std::vector<InterfaceInfo> interfaces();
-  static std::vector<ImplementationInfo> kernel_types();
-  void forward(const SignatureCall& call, const Tensor& x, const Tensor& positions,
-               const Tensor& y);
+  void forward(const Indices& call, const Tensor& x, const Tensor& positions, const Tensor& y);
 
   /// inv_freq[i] = 1 / (rescale_factors[i] * base^(2i / D)): [R] float64 on the CPU.
   const Tensor& inv_freq() const { return inv_freq_; }

@@ -15,8 +15,8 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/cuda_vectors.cuh"
-#include "kernels/fast_divide.h"
+#include "kernels/common/fast_divide.h"
+#include "kernels/common/vectors.cuh"
 #include "tileops/core/error.h"
 
 namespace tileops::cuda_kernels {

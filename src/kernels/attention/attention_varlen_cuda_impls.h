@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "kernels/attention/attention_varlen_cuda.h"
-#include "kernels/tuned_launch.h"
+#include "kernels/common/tuned_launch.h"
 
 namespace tileops {
 

@@ -21,7 +21,8 @@
 
 #include "kernels/attention/attention_varlen_schedule.cuh"
 #include "kernels/attention/attention_wgmma.cuh"
-#include "kernels/cuda_mbarrier.cuh"
+#include "kernels/common/mbarrier.cuh"
+#include "kernels/common/vectors.cuh"
 
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -64,15 +65,15 @@ constexpr int kConsumerRegs = kWideConsumer<D, BN> ? 240 : 232;
 constexpr int kSchedBarrier = 1;  // + consumer warpgroup index (0 or 1)
 constexpr float kLn2 = 0.693147180559945309f;
 
-#if TILEOPS_MOE_WGMMA_BODY
+#if TILEOPS_SM90A_BODY
 
-using moe_detail::fence_regs;
-using moe_detail::pack2;
-using moe_detail::smem_desc;
-using moe_detail::tma_prefetch;
-using moe_detail::wgmma_commit;
-using moe_detail::wgmma_fence;
-using moe_detail::wgmma_wait;
+using hopper::fence_regs;
+using hopper::smem_desc;
+using hopper::tma_prefetch;
+using hopper::wgmma_commit;
+using hopper::wgmma_fence;
+using hopper::wgmma_wait;
+using vec::pack2;
 
 __device__ __forceinline__ void st_shared_s32(uint32_t addr, int v) {
   asm volatile("st.shared.s32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
@@ -260,7 +261,7 @@ __device__ __forceinline__ void store_rows(const VarlenParams& p, const Tile& t,
   }
 }
 
-#endif  // TILEOPS_MOE_WGMMA_BODY
+#endif  // TILEOPS_SM90A_BODY
 
 template <typename T, int D, int BN, int STAGES, int QSTAGES, bool TRANSFORM>
 __global__ void __launch_bounds__(384, 1)
@@ -268,7 +269,7 @@ __global__ void __launch_bounds__(384, 1)
                             const __grid_constant__ CUtensorMap map_k,
                             const __grid_constant__ CUtensorMap map_v, const VarlenParams p) {
   using S = VarlenShape<D, BN, STAGES, QSTAGES>;
-#if !TILEOPS_MOE_WGMMA_BODY
+#if !TILEOPS_SM90A_BODY
   // Compiled for a target without the sm_90a features: never launched there (the host checks
   // the device's compute capability).
   __trap();

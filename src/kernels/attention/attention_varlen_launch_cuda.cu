@@ -3,8 +3,6 @@
 // per-head-dim instances (attention_varlen_instances.cuh).
 #include "kernels/attention/attention_varlen_cuda.h"
 
-#include <cudaTypedefs.h>
-
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -15,6 +13,7 @@
 #include <vector>
 
 #include "kernels/attention/attention_varlen_instances.cuh"
+#include "kernels/common/tma_map.h"
 #include "tileops/core/error.h"
 
 namespace tileops::cuda_kernels {
@@ -36,42 +35,14 @@ using attention_detail::VarlenLaunch;
 
 constexpr float kLog2e = 1.4426950408889634f;
 
-PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* ptr = nullptr;
-    cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;
-    const cudaError_t err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000,
-                                                             cudaEnableDefault, &status);
-    if (err != cudaSuccess || status != cudaDriverEntryPointSuccess) ptr = nullptr;
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(ptr);
-  }();
-  return fn;
-}
-
 // A map over the [tokens, heads, head_dim] tensor at `base` in boxes of 64 columns x 1 head x
 // `rows` tokens, 128-byte swizzle, zeros past the bounds (tokens 0 maps one token, never read).
 CUtensorMap make_map_3d(const void* base, DType dtype, int64_t tokens, int64_t heads,
                         int64_t head_dim, int rows) {
-  const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_fn();
-  if (encode == nullptr)
-    throw UsageError("attention_varlen (CUDA): cuTensorMapEncodeTiled is not available");
-  CUtensorMap map;
-  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(head_dim), static_cast<cuuint64_t>(heads),
-                              static_cast<cuuint64_t>(std::max<int64_t>(tokens, 1))};
-  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(head_dim) * 2,
-                                 static_cast<cuuint64_t>(heads * head_dim) * 2};
-  const cuuint32_t box[3] = {64, 1, static_cast<cuuint32_t>(rows)};
-  const cuuint32_t elem_strides[3] = {1, 1, 1};
-  const CUresult res = encode(
-      &map,
+  return hopper::make_tma_map_3d(
+      base,
       dtype == DType::bfloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-      3, const_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (res != CUDA_SUCCESS)
-    throw UsageError("attention_varlen (CUDA): cuTensorMapEncodeTiled failed with error " +
-                     std::to_string(static_cast<int>(res)));
-  return map;
+      2, std::max<int64_t>(tokens, 1), heads, head_dim, 64, 1, rows);
 }
 
 struct DeviceFacts {

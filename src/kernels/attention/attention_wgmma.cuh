@@ -1,12 +1,15 @@
 // Internal: the Hopper PTX wrappers the attention kernels need beyond the shared ones
-// (kernels/moe/wgmma_common.cuh: TMA prefetch, wgmma fences and waits, K-major descriptors, the
-// accumulator operand lists; kernels/cuda_mbarrier.cuh: mbarriers): 3D TMA loads, the MN-major
-// shared-memory descriptor of V, wgmma with B from shared memory for N = 64, 80, 128 and with
-// A from registers (P) and a transposed (MN-major) B for N = 64, 128, 256, named barriers and
-// register reallocation. Compiled only where TILEOPS_MOE_WGMMA_BODY is 1 (host and sm_90a).
+// (kernels/common/tma.cuh and wgmma.cuh: TMA prefetch, wgmma fences and waits, K-major
+// descriptors, the accumulator operand lists; kernels/common/mbarrier.cuh: mbarriers): 3D TMA
+// loads, the MN-major shared-memory descriptor of V, wgmma with B from shared memory for N = 64,
+// 80, 128 and with A from registers (P) and a transposed (MN-major) B for N = 64, 128, 256, named
+// barriers and register reallocation. Compiled only where TILEOPS_SM90A_BODY is 1 (host and
+// sm_90a).
 #pragma once
 
-#include "kernels/moe/wgmma_common.cuh"
+#include "kernels/common/arch.cuh"
+#include "kernels/common/tma.cuh"
+#include "kernels/common/wgmma.cuh"
 
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -18,7 +21,7 @@
 namespace tileops::cuda_kernels::attention_detail {
 namespace {
 
-#if TILEOPS_MOE_WGMMA_BODY
+#if TILEOPS_SM90A_BODY
 
 // 3D tile load: box at (c0 = head-dim column, c1 = head, c2 = token) into `dst`, completing on
 // `bar`; elements past the tensor's bounds are zero-filled (and counted in the transaction bytes).
@@ -157,7 +160,7 @@ struct WgmmaRS;
 TILEOPS_ATT_SPECS(__nv_bfloat16, "bf16");
 TILEOPS_ATT_SPECS(__half, "f16");
 
-#endif  // TILEOPS_MOE_WGMMA_BODY
+#endif  // TILEOPS_SM90A_BODY
 
 }  // namespace
 }  // namespace tileops::cuda_kernels::attention_detail

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/fast_divide.h"
+#include "kernels/common/fast_divide.h"
 #include "tileops/core/error.h"
 
 namespace tileops::cuda_kernels {

@@ -1,23 +1,27 @@
-// Internal: what the grouped GEMM kernels (simt, mma, wgmma) share: the parameter block, the tile
-// scheduler over (expert, m-tile, n-tile), the gated activations, the output stores and the zero
-// fill of the rows no expert covers. Include only from the grouped_gemm*.cu files.
+// Internal: what the grouped GEMM kernels (simt, mma, wgmma) share: the parameter block, the
+// contiguous layout of the tile scheduler over (expert, m-tile, n-tile) (kernels/common/
+// group_tiles.cuh), the gated activations, the output stores and the zero fill of the rows no
+// expert covers. Include only from the grouped_gemm*.cu files.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <climits>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <vector>
 
-#include "kernels/cuda_vectors.cuh"
-#include "kernels/moe/moe_cuda.h"
+#include "kernels/common/group_tiles.cuh"
+#include "kernels/common/vectors.cuh"
+#include "kernels/moe/grouped_gemm_cuda.h"
 #include "tileops/core/dtype.h"
+#include "tileops/core/error.h"
 
 namespace tileops::cuda_kernels::moe_detail {
-
-enum : int { kActNone = 0, kActSilu = 1, kActGelu = 2 };
 
 struct GemmParams {
   const void* a;
@@ -29,104 +33,20 @@ struct GemmParams {
   int64_t K;
   int64_t n_out;  // N (none) or N / 2 (gated)
   int E;
-  int act;
+  MoEActivation act;
   // Tiles across n_out for one m-tile: ceil(n_out / (block_n or block_n / 2 when gated)).
   int n_tiles;
 };
 
-// ---------------------------------------------------------------------------------------------
-// Tile scheduler. The linear tile index runs over the experts in order; inside expert e (rows
-// [o_e, o_{e+1})), m-tiles vary fastest: local = n_tile * m_tiles_e + m_tile. A persistent block
-// visits the tiles blockIdx.x, blockIdx.x + gridDim.x, ... in increasing order, so a cursor that
-// only moves forward finds each tile's expert. A whole warp runs the cursor (32 experts per step:
-// prefix max of the clamped offsets, prefix sum of the tile counts, ballot); every lane gets the
-// same answer, so warps run it independently without block barriers.
-struct TileInfo {
-  int expert;
-  int row0;    // first row of the tile
-  int rows;    // valid rows of the tile (1 .. block_m)
-  int n_tile;  // tile index across the output columns
-};
-
-__device__ __forceinline__ int clamp_offset(int32_t v, int64_t M) {
-  const int64_t c = v < 0 ? 0 : (static_cast<int64_t>(v) > M ? M : static_cast<int64_t>(v));
-  return static_cast<int>(c);
-}
+// The tile scheduler (kernels/common/group_tiles.cuh) over the experts' rows.
+using group_tiles::clamp_offset;
+using group_tiles::TileCursor;
+using group_tiles::TileInfo;
 
 // The contiguous layout: no masked rows.
 __device__ __forceinline__ int masked_rows(const GemmParams&) {
   return 0;
 }
-
-struct TileCursor {
-  int e_base = 0;        // first expert of the current chunk of 32
-  long long t_base = 0;  // tiles of the experts before e_base
-  int carry = 0;         // max of the clamped offsets before e_base (o_{e_base - 1})
-
-  // Finds tile t (t never decreases between calls). Must be called by all 32 lanes of a warp.
-  // P: GemmParams, or another parameter block with the same offsets, M, E and n_tiles whose
-  // masked_rows(p) > 0 selects the masked layout (expert e: rows [e max_m, e max_m + count_e),
-  // the count clamped to [0, max_m], read from p.offsets[e]).
-  template <class P>
-  __device__ __forceinline__ bool find(const P& p, int block_m, long long t, TileInfo& out) {
-    const int lane = static_cast<int>(threadIdx.x & 31u);
-    const int max_m = masked_rows(p);
-    while (e_base < p.E) {
-      const int e = e_base + lane;
-      int start;
-      int end;
-      if (max_m > 0) {
-        start = (e < p.E ? e : p.E) * max_m;
-        end = e < p.E ? start + clamp_offset(__ldg(p.offsets + e), max_m) : start;
-      } else {
-        int v = 0;
-        int vnext = 0;
-        if (e < p.E) {
-          v = clamp_offset(__ldg(p.offsets + e), p.M);
-          vnext = clamp_offset(__ldg(p.offsets + e + 1), p.M);
-        }
-        // o_e: running max (inclusive) with the carry; o_{e+1} = max(o_e, clamp(off[e+1])).
-        start = v > carry ? v : carry;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-          const int y = __shfl_up_sync(0xffffffffu, start, o);
-          if (lane >= o && y > start) start = y;
-        }
-        end = e < p.E ? (vnext > start ? vnext : start) : start;
-      }
-      const int rows = end - start;
-      const int m_tiles = (rows + block_m - 1) / block_m;
-      const long long tiles = static_cast<long long>(m_tiles) * p.n_tiles;
-      long long incl = tiles;
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const long long y = __shfl_up_sync(0xffffffffu, incl, o);
-        if (lane >= o) incl += y;
-      }
-      const long long total = __shfl_sync(0xffffffffu, incl, 31);
-      if (t < t_base + total) {
-        const unsigned mask = __ballot_sync(0xffffffffu, t < t_base + incl);
-        const int f = __ffs(static_cast<int>(mask)) - 1;
-        const int f_start = __shfl_sync(0xffffffffu, start, f);
-        const int f_end = __shfl_sync(0xffffffffu, end, f);
-        const int f_mt = __shfl_sync(0xffffffffu, m_tiles, f);
-        const long long f_excl = __shfl_sync(0xffffffffu, incl - tiles, f);
-        const long long local = t - t_base - f_excl;
-        const int m_tile = static_cast<int>(local % f_mt);
-        out.expert = e_base + f;
-        out.n_tile = static_cast<int>(local / f_mt);
-        out.row0 = f_start + m_tile * block_m;
-        const int left = f_end - out.row0;
-        out.rows = left < block_m ? left : block_m;
-        return true;
-      }
-      t_base += total;
-      carry = __shfl_sync(0xffffffffu, start, 31);
-      e_base += 32;
-    }
-    return false;
-  }
-};
 
 // The covered row range [o_0, o_E) (o_E: the maximum clamped offset). Called by a whole warp.
 template <class P>
@@ -183,8 +103,8 @@ __device__ __forceinline__ float gelu_tanh_f(float g) {
   return 0.5f * g * (1.0f + tanhf(k0 * (g + k1 * g * g * g)));
 }
 
-__device__ __forceinline__ float gated(int act, float g, float u) {
-  return (act == kActSilu ? silu_f(g) : gelu_tanh_f(g)) * u;
+__device__ __forceinline__ float gated(MoEActivation act, float g, float u) {
+  return (act == MoEActivation::silu_and_mul ? silu_f(g) : gelu_tanh_f(g)) * u;
 }
 
 using vec::round_to;
@@ -208,9 +128,7 @@ __device__ __forceinline__ void store_pair(T* row, int64_t col, int64_t n_out, b
 }
 
 // ---------------------------------------------------------------------------------------------
-// Host side of the variants (each in its own .cu). `grid_cap`: the persistent grid's size before
-// the limit by the tile count (blocks_per_sm x multiprocessors, computed by the caller from
-// `blocks_per_sm`, or 0 for "occupancy").
+// Host side of the variants (each in its own .cu) and of the FP8 kernel.
 
 /// The configurations of a variant that have a kernel.
 std::vector<GroupedGemmConfig> simt_configs();
@@ -232,5 +150,83 @@ int occupancy(const void* fn, int threads, int smem_bytes);
 
 /// Sets the kernel's dynamic shared memory limit (once per kernel).
 void allow_smem(const void* fn, int smem_bytes);
+
+/// The blocks of a persistent grid of `fn`: blocks_per_sm (0: as many as fit, occupancy) per
+/// multiprocessor, at most `max_tiles` (an upper bound of the tile count), at least 1.
+long long persistent_grid(const void* fn, int threads, int smem_bytes, int blocks_per_sm, int sms,
+                          long long max_tiles);
+
+/// Fills the fields every grouped GEMM kernel's parameter block shares (P: GemmParams or
+/// FP8GemmParams) from its launch arguments (A: GroupedGemmArgs or GroupedGemmFP8Args) and the
+/// expert offsets (or masked counts): c, the sizes, the expert count, the activation, the output
+/// width and the column tiles for tiles of block_n B rows. Returns the tile bound of a persistent
+/// grid of block_m-row tiles (every expert may add one partial m-tile). SignatureError (`what`
+/// names the kernel) past 2^31 column tiles.
+template <class P, class A>
+long long set_problem(P& p, const A& a, const int32_t* offsets, int block_m, int block_n,
+                      const char* what) {
+  const bool gated = a.activation != MoEActivation::none;
+  p.offsets = offsets;
+  p.c = a.c;
+  p.M = a.M;
+  p.N = a.N;
+  p.K = a.K;
+  p.n_out = gated ? a.N / 2 : a.N;
+  p.E = static_cast<int>(a.E);
+  p.act = a.activation;
+  const int64_t tile_cols = gated ? block_n / 2 : block_n;
+  const int64_t n_tiles = (p.n_out + tile_cols - 1) / tile_cols;
+  if (n_tiles > INT_MAX) {
+    throw SignatureError(std::string(what) +
+                         " (CUDA): too many column tiles: " + std::to_string(n_tiles));
+  }
+  p.n_tiles = static_cast<int>(n_tiles);
+  return ((a.M + block_m - 1) / block_m + a.E) * n_tiles;
+}
+
+/// The configuration of a tensor-core variant's kernel: k steps of 64 elements.
+constexpr GroupedGemmConfig tensor_core_config(GroupedGemmVariant variant, int block_m, int block_n,
+                                               int warps_m, int warps_n, int stages) {
+  GroupedGemmConfig c;
+  c.variant = variant;
+  c.block_m = block_m;
+  c.block_n = block_n;
+  c.block_k = 64;
+  c.warps_m = warps_m;
+  c.warps_n = warps_n;
+  c.stages = stages;
+  return c;
+}
+
+/// One instantiated kernel of a variant: its configuration (blocks_per_sm 0) and its launcher per
+/// dtype (Launcher: the variant's launch function type).
+template <class Launcher>
+struct VariantEntry {
+  GroupedGemmConfig config;
+  Launcher bf16;
+  Launcher f16;
+};
+
+/// The configurations of a variant's table of instantiated kernels.
+template <class Launcher, std::size_t N>
+std::vector<GroupedGemmConfig> configs_of(const VariantEntry<Launcher> (&entries)[N]) {
+  std::vector<GroupedGemmConfig> out;
+  for (const auto& e : entries) out.push_back(e.config);
+  return out;
+}
+
+/// The launcher of the entry whose configuration is `config` (any blocks_per_sm) for `dtype`;
+/// SignatureError naming the `variant` when there is none.
+template <class Launcher, std::size_t N>
+Launcher launcher_of(const VariantEntry<Launcher> (&entries)[N], const GroupedGemmConfig& config,
+                     DType dtype, const char* variant) {
+  for (const auto& e : entries) {
+    GroupedGemmConfig c = e.config;
+    c.blocks_per_sm = config.blocks_per_sm;
+    if (c == config) return dtype == DType::bfloat16 ? e.bf16 : e.f16;
+  }
+  throw SignatureError(std::string("grouped_gemm (CUDA): no ") + variant + " kernel for config {" +
+                       config.str() + "}");
+}
 
 }  // namespace tileops::cuda_kernels::moe_detail

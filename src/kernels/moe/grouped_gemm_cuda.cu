@@ -1,13 +1,13 @@
-// Grouped GEMM (see moe_cuda.h for the semantics): the argument checks, the configurations, the
-// choice of variant, and the simt fallback kernel. The tensor-core variants live in
-// grouped_gemm_mma_cuda.cu (mma.sync) and grouped_gemm_wgmma_cuda.cu (wgmma + TMA).
+// Grouped GEMM (see grouped_gemm_cuda.h for the semantics): the argument checks, the
+// configurations, the choice of variant, and the simt fallback kernel. The tensor-core variants
+// live in grouped_gemm_mma_cuda.cu (mma.sync) and grouped_gemm_wgmma_cuda.cu (wgmma + TMA).
 //
 // simt: 64 x 64 tiles of B rows (gated: 32 gate + the 32 matching up rows, 32 output columns),
 // k steps of 16 through shared memory (fp32), 256 threads each computing 4 x 4 accumulators with
 // fmaf in k order; scalar loads with bounds checks (any K, any alignment). Persistent grid over
 // the same tile scheduler as the fast variants; afterwards every block zeroes its share of the
 // rows no expert covers.
-#include "kernels/moe/moe_cuda.h"
+#include "kernels/moe/grouped_gemm_cuda.h"
 
 #include "kernels/moe/grouped_gemm_common.cuh"
 
@@ -48,7 +48,7 @@ __global__ void __launch_bounds__(kSimtThreads) grouped_gemm_simt_kernel(const G
   const T* A = static_cast<const T*>(p.a);
   const T* B = static_cast<const T*>(p.b);
   T* C = static_cast<T*>(p.c);
-  const bool is_gated = p.act != kActNone;
+  const bool is_gated = p.act != MoEActivation::none;
   const int64_t K = p.K;
   const int64_t half_n = p.N / 2;
 
@@ -150,10 +150,7 @@ void launch_simt(const GemmParams& p, const GroupedGemmConfig& config, DType dty
   const void* fn = dtype == DType::bfloat16
                        ? reinterpret_cast<const void*>(grouped_gemm_simt_kernel<__nv_bfloat16>)
                        : reinterpret_cast<const void*>(grouped_gemm_simt_kernel<__half>);
-  const int per_sm =
-      config.blocks_per_sm > 0 ? config.blocks_per_sm : occupancy(fn, kSimtThreads, 0);
-  const long long grid = std::max<long long>(
-      1, std::min<long long>(static_cast<long long>(sms) * per_sm, std::max(max_tiles, 1LL)));
+  const long long grid = persistent_grid(fn, kSimtThreads, 0, config.blocks_per_sm, sms, max_tiles);
   if (dtype == DType::bfloat16) {
     grouped_gemm_simt_kernel<__nv_bfloat16>
         <<<static_cast<unsigned>(grid), kSimtThreads, 0, stream>>>(p);
@@ -195,6 +192,13 @@ int occupancy(const void* fn, int threads, int smem_bytes) {
   std::lock_guard<std::mutex> lock(mutex);
   cache[key] = blocks;
   return blocks;
+}
+
+long long persistent_grid(const void* fn, int threads, int smem_bytes, int blocks_per_sm, int sms,
+                          long long max_tiles) {
+  const int per_sm = blocks_per_sm > 0 ? blocks_per_sm : occupancy(fn, threads, smem_bytes);
+  return std::max<long long>(
+      1, std::min<long long>(static_cast<long long>(sms) * per_sm, std::max(max_tiles, 1LL)));
 }
 
 void allow_smem(const void* fn, int smem_bytes) {
@@ -393,23 +397,9 @@ void launch_grouped_gemm(const GroupedGemmArgs& a, const GroupedGemmConfig& conf
 
   GemmParams p;
   p.a = a.a;
-  p.offsets = a.expert_offsets;
   p.b = a.b;
-  p.c = a.c;
-  p.M = a.M;
-  p.N = a.N;
-  p.K = a.K;
-  p.n_out = n_out;
-  p.E = static_cast<int>(a.E);
-  p.act = a.activation == MoEActivation::none           ? moe_detail::kActNone
-          : a.activation == MoEActivation::silu_and_mul ? moe_detail::kActSilu
-                                                        : moe_detail::kActGelu;
-  const int64_t tile_cols = is_gated ? cfg.block_n / 2 : cfg.block_n;
-  const int64_t n_tiles = (n_out + tile_cols - 1) / tile_cols;
-  if (n_tiles > INT_MAX)
-    throw SignatureError("grouped_gemm (CUDA): too many column tiles: " + std::to_string(n_tiles));
-  p.n_tiles = static_cast<int>(n_tiles);
-  const long long max_tiles = ((a.M + cfg.block_m - 1) / cfg.block_m + a.E) * n_tiles;
+  const long long max_tiles =
+      moe_detail::set_problem(p, a, a.expert_offsets, cfg.block_m, cfg.block_n, "grouped_gemm");
   const int sms = sm_count(device);
   const auto st = static_cast<cudaStream_t>(stream);
   switch (cfg.variant) {

@@ -13,14 +13,14 @@
 #include "kernels/cpu/elements.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/parallel.h"
-#include "kernels/moe/moe_activation_cpu.h"
+#include "kernels/moe/grouped_gemm_activation_cpu.h"
 #include "tileops/core/half.h"
 
 namespace tileops {
 namespace {
 
 /// Groups of fewer rows than this go row by row: dequantizing a whole expert's weights for
-/// OpenBLAS would cost more than the few rows' arithmetic (as in moe_cpu.cpp).
+/// OpenBLAS would cost more than the few rows' arithmetic (as in grouped_gemm_cpu.cpp).
 constexpr std::int64_t kBlasMinRows = 16;
 
 /// out[k] = e4m3(q[k]) * scales[k / block_k]: one row, its scales the row's K / block_k ones.
@@ -113,9 +113,9 @@ void finish_rows(const std::vector<float>& acc, std::int64_t m, std::int64_t n,
     for (std::int64_t j = 0; j < n_out; ++j) {
       float v = ar[j];
       if (activation == MoEActivation::silu_and_mul) {
-        v = moe_cpu::silu(ar[j]) * ar[j + n_out];
+        v = grouped_gemm_cpu::silu(ar[j]) * ar[j + n_out];
       } else if (activation == MoEActivation::gelu_and_mul) {
-        v = moe_cpu::gelu_tanh(ar[j]) * ar[j + n_out];
+        v = grouped_gemm_cpu::gelu_tanh(ar[j]) * ar[j + n_out];
       }
       cr[j] = cpu::from_float<BFloat16>(v);
     }

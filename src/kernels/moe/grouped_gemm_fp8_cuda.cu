@@ -3,8 +3,8 @@
 // persistent grid). The kernel: grouped_gemm_fp8_kernel.cuh.
 #include "kernels/moe/grouped_gemm_fp8_cuda.h"
 
+#include "kernels/common/tma_map.h"
 #include "kernels/moe/grouped_gemm_fp8_kernel.cuh"
-#include "kernels/moe/tma_map.h"
 
 #include <cuda_runtime.h>
 
@@ -33,18 +33,16 @@ void run(const FP8GemmParams& p, const GroupedGemmFP8Args& a, int blocks_per_sm,
   const void* fn = reinterpret_cast<const void*>(kernel);
   moe_detail::allow_smem(fn, S::kSmem);
   const CUtensorMap map_a =
-      moe_detail::make_tma_map_2d(a.a, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, a.M, a.K, 128, BM);
+      hopper::make_tma_map_2d(a.a, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, a.M, a.K, 128, BM);
   const CUtensorMap map_b =
-      moe_detail::make_tma_map_2d(a.b, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, a.E * a.N, a.K, 128, 64);
+      hopper::make_tma_map_2d(a.b, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, a.E * a.N, a.K, 128, 64);
   // c as [M, n_out] in boxes of 64 x 64 (unused when the stores go from registers).
-  const CUtensorMap map_c = p.tma_store != 0
-                                ? moe_detail::make_tma_map_2d(a.c, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-                                                              2, a.M, p.n_out, 64, 64)
-                                : map_a;
-  const int per_sm =
-      blocks_per_sm > 0 ? blocks_per_sm : moe_detail::occupancy(fn, S::kThreads, S::kSmem);
-  const long long grid = std::max<long long>(
-      1, std::min<long long>(static_cast<long long>(sms) * per_sm, std::max(max_tiles, 1LL)));
+  const CUtensorMap map_c =
+      p.tma_store != 0
+          ? hopper::make_tma_map_2d(a.c, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, a.M, p.n_out, 64, 64)
+          : map_a;
+  const long long grid =
+      moe_detail::persistent_grid(fn, S::kThreads, S::kSmem, blocks_per_sm, sms, max_tiles);
   kernel<<<static_cast<unsigned>(grid), S::kThreads, S::kSmem, stream>>>(map_a, map_b, map_c, p);
 }
 
@@ -172,26 +170,14 @@ void launch_grouped_gemm_fp8(const GroupedGemmFP8Args& a, const GroupedGemmFP8Cu
   if (props.major != 9) throw SignatureError(what + "needs a Hopper GPU (compute capability 9.0)");
 
   FP8GemmParams p;
-  p.offsets = a.offsets;
   p.a_scales = a.a_scales;
   p.b_scales = a.b_scales;
-  p.c = a.c;
-  p.M = a.M;
-  p.N = a.N;
-  p.K = a.K;
-  p.n_out = n_out;
-  p.E = static_cast<int>(a.E);
-  p.act = a.activation == MoEActivation::none           ? moe_detail::kActNone
-          : a.activation == MoEActivation::silu_and_mul ? moe_detail::kActSilu
-                                                        : moe_detail::kActGelu;
-  const int64_t tile_cols = gated ? config.block_n / 2 : config.block_n;
-  p.n_tiles = static_cast<int>((n_out + tile_cols - 1) / tile_cols);
+  const long long max_tiles =
+      moe_detail::set_problem(p, a, a.offsets, config.block_m, config.block_n, "grouped_gemm_fp8");
   p.max_m = static_cast<int>(a.max_m);
   p.kblocks = static_cast<int>(a.K / 128);
   p.nblocks = static_cast<int>((a.N + 127) / 128);
   p.tma_store = aligned_to(a.c, 16) && n_out % 8 == 0 ? 1 : 0;
-  const long long max_tiles =
-      ((a.M + config.block_m - 1) / config.block_m + a.E) * static_cast<long long>(p.n_tiles);
   entry->launch(p, a, config.blocks_per_sm, props.sm_count, max_tiles, st);
   if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess)
     moe_detail::throw_cuda(err, "kernel launch");

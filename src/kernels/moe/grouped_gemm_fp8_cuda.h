@@ -1,8 +1,8 @@
 // Internal: the launch API of the CUDA FP8 block-scaled grouped GEMM (Hopper, sm_90a), both
 // layouts (no CUDA headers here; the stream is a cudaStream_t passed as void*). The values are the
 // manifest's (MoEGroupedGemmFP8FwdOp, MoEGroupedGemmFP8MaskedFwdOp); the offsets are made safe as
-// the bf16 kernel's (moe_cuda.h): clamped to [0, M], then a running maximum; masked counts are
-// clamped to [0, max_m]. No host synchronisation: a launch can be captured in a CUDA graph.
+// the bf16 kernel's (grouped_gemm_cuda.h): clamped to [0, M], then a running maximum; masked counts
+// are clamped to [0, max_m]. No host synchronisation: a launch can be captured in a CUDA graph.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/moe/moe_cuda.h"
+#include "kernels/moe/grouped_gemm_cuda.h"
 
 namespace tileops::cuda_kernels {
 

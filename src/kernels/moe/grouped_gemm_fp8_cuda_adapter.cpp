@@ -15,28 +15,11 @@ namespace ck = cuda_kernels;
 
 namespace {
 
-ck::MoEActivation kernel_activation(MoEActivation a) {
-  switch (a) {
-    case MoEActivation::silu_and_mul:
-      return ck::MoEActivation::silu_and_mul;
-    case MoEActivation::gelu_and_mul:
-      return ck::MoEActivation::gelu_and_mul;
-    case MoEActivation::none:
-      break;
-  }
-  return ck::MoEActivation::none;
-}
-
 ck::GroupedGemmFP8Args shape_args(const GroupedGemmFP8Call& call) {
-  ck::GroupedGemmFP8Args args;
-  args.M = call.rows;
-  args.N = call.n;
-  args.K = call.k;
-  args.E = call.experts;
+  auto args = ck::grouped_gemm_shape<ck::GroupedGemmFP8Args>(call);
   args.max_m = call.max_m;
   args.block_n = call.block_n;
   args.block_k = call.block_k;
-  args.activation = kernel_activation(call.activation);
   return args;
 }
 

@@ -9,8 +9,8 @@
 #include <optional>
 #include <string>
 
+#include "kernels/common/tuned_launch.h"
 #include "kernels/moe/grouped_gemm_fp8_cuda.h"
-#include "kernels/tuned_launch.h"
 #endif
 
 namespace tileops {

@@ -28,9 +28,12 @@
 // masks. Afterwards the rows no expert covers (contiguous) or past the counts (masked) are zeroed.
 #pragma once
 
-#include "kernels/moe/wgmma_common.cuh"
+#include "kernels/moe/grouped_gemm_epilogue.cuh"
 
-#include "kernels/cuda_mbarrier.cuh"
+#include "kernels/common/arch.cuh"
+#include "kernels/common/mbarrier.cuh"
+#include "kernels/common/tma.cuh"
+#include "kernels/common/wgmma.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -48,7 +51,7 @@ struct FP8GemmParams {
   int64_t K;
   int64_t n_out;
   int E;
-  int act;
+  MoEActivation act;
   int n_tiles;
   int max_m;  // 0: the contiguous layout
   int kblocks;
@@ -83,21 +86,7 @@ struct FP8Shape {
 
 namespace {
 
-#if TILEOPS_MOE_WGMMA_BODY
-
-// D[64 x 128] (+)= A(e4m3, smem) x B(e4m3, smem)^T, fp32 accumulators; `accumulate` 0 overwrites.
-__device__ __forceinline__ void wgmma_n128_e4m3(float (&d)[64], uint64_t da, uint64_t db,
-                                                int accumulate) {
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "setp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {" TILEOPS_WGMMA_R64
-      "}, %64, %65, p, 1, 1;\n"
-      "}\n"
-      : TILEOPS_WGMMA_D64
-      : "l"(da), "l"(db), "r"(accumulate));
-}
+#if TILEOPS_SM90A_BODY
 
 __device__ __forceinline__ float e4m3_at(uint32_t addr) {
   uint32_t v;
@@ -123,7 +112,7 @@ __device__ __forceinline__ float exact_block(uint32_t a_row, int a_r, uint32_t b
   return sum;
 }
 
-#endif  // TILEOPS_MOE_WGMMA_BODY
+#endif  // TILEOPS_SM90A_BODY
 
 // The persistent grid's warps zero the rows past each expert's count (masked layout). `rank` /
 // `count`: this warp among the grid's warps.
@@ -151,7 +140,7 @@ __global__ void __launch_bounds__(FP8Shape<BM, BN, STAGES>::kThreads, 1)
                             const __grid_constant__ CUtensorMap tma_b,
                             const __grid_constant__ CUtensorMap tma_c, const FP8GemmParams p) {
   using S = FP8Shape<BM, BN, STAGES>;
-#if !TILEOPS_MOE_WGMMA_BODY
+#if !TILEOPS_SM90A_BODY
   __trap();  // never launched there (the host checks the compute capability)
 #else
   extern __shared__ unsigned char smem_raw[];
@@ -166,7 +155,7 @@ __global__ void __launch_bounds__(FP8Shape<BM, BN, STAGES>::kThreads, 1)
   const int wg = warp >> 2;
   const int KT = p.kblocks;
   const int N = static_cast<int>(p.N);
-  const bool is_gated = p.act != kActNone;
+  const bool is_gated = p.act != MoEActivation::none;
 
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {

@@ -1,4 +1,4 @@
-// Grouped GEMM, tensor-core variant through mma.sync (see moe_cuda.h for the semantics).
+// Grouped GEMM, tensor-core variant through mma.sync (see grouped_gemm_cuda.h for the semantics).
 //
 // A persistent block walks the linear tile index (grouped_gemm_common.cuh). Per tile: block_m
 // rows of A x block_n rows of B, k steps of 64 elements (128 bytes a row) through a STAGES-deep
@@ -115,7 +115,7 @@ __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, 1)
   T* C = static_cast<T*>(p.c);
   const int K = static_cast<int>(p.K);
   const int KT = (K + 63) / 64;
-  const bool is_gated = p.act != kActNone;
+  const bool is_gated = p.act != MoEActivation::none;
   const int half_n = static_cast<int>(p.N / 2);
   const int N = static_cast<int>(p.N);
 
@@ -294,25 +294,15 @@ void run(const GemmParams& p, int blocks_per_sm, int sms, long long max_tiles,
   const auto kernel = grouped_gemm_mma_kernel<T, BM, BN, WARPS_M, WARPS_N, STAGES>;
   const void* fn = reinterpret_cast<const void*>(kernel);
   allow_smem(fn, S::kSmem);
-  const int per_sm = blocks_per_sm > 0 ? blocks_per_sm : occupancy(fn, S::kThreads, S::kSmem);
-  const long long grid = std::max<long long>(
-      1, std::min<long long>(static_cast<long long>(sms) * per_sm, std::max(max_tiles, 1LL)));
+  const long long grid = persistent_grid(fn, S::kThreads, S::kSmem, blocks_per_sm, sms, max_tiles);
   kernel<<<static_cast<unsigned>(grid), S::kThreads, S::kSmem, stream>>>(p);
 }
 
-struct Entry {
-  int bm, bn, warps_m, warps_n, stages;
-  Launcher bf16;
-  Launcher f16;
-};
+using Entry = VariantEntry<Launcher>;
 
 template <int BM, int BN, int WARPS_M, int WARPS_N, int STAGES>
 constexpr Entry entry() {
-  return Entry{BM,
-               BN,
-               WARPS_M,
-               WARPS_N,
-               STAGES,
+  return Entry{tensor_core_config(GroupedGemmVariant::mma, BM, BN, WARPS_M, WARPS_N, STAGES),
                run<__nv_bfloat16, BM, BN, WARPS_M, WARPS_N, STAGES>,
                run<__half, BM, BN, WARPS_M, WARPS_N, STAGES>};
 }
@@ -327,36 +317,15 @@ const Entry kEntries[] = {
     entry<32, 128, 1, 4, 6>(),   // warp tile 32 x 32 (decode-sized experts)
 };
 
-GroupedGemmConfig to_config(const Entry& e) {
-  GroupedGemmConfig c;
-  c.variant = GroupedGemmVariant::mma;
-  c.block_m = e.bm;
-  c.block_n = e.bn;
-  c.block_k = 64;
-  c.warps_m = e.warps_m;
-  c.warps_n = e.warps_n;
-  c.stages = e.stages;
-  return c;
-}
-
 }  // namespace
 
 std::vector<GroupedGemmConfig> mma_configs() {
-  std::vector<GroupedGemmConfig> out;
-  for (const Entry& e : kEntries) out.push_back(to_config(e));
-  return out;
+  return configs_of(kEntries);
 }
 
 void launch_mma(const GemmParams& p, const GroupedGemmConfig& config, DType dtype, int sms,
                 long long max_tiles, cudaStream_t stream) {
-  for (const Entry& e : kEntries) {
-    GroupedGemmConfig c = to_config(e);
-    c.blocks_per_sm = config.blocks_per_sm;
-    if (!(c == config)) continue;
-    (dtype == DType::bfloat16 ? e.bf16 : e.f16)(p, config.blocks_per_sm, sms, max_tiles, stream);
-    return;
-  }
-  throw SignatureError("grouped_gemm (CUDA): no mma kernel for config {" + config.str() + "}");
+  launcher_of(kEntries, config, dtype, "mma")(p, config.blocks_per_sm, sms, max_tiles, stream);
 }
 
 }  // namespace tileops::cuda_kernels::moe_detail

@@ -1,15 +1,13 @@
-// Grouped GEMM, Hopper variant: warpgroup MMA (wgmma) fed by TMA (see moe_cuda.h for the
+// Grouped GEMM, Hopper variant: warpgroup MMA (wgmma) fed by TMA (see grouped_gemm_cuda.h for the
 // semantics; the kernel and its pipeline: grouped_gemm_wgmma_kernel.cuh). sm_90a only. This file
 // is the host side: tensor maps, the launch (persistent grid, or clusters of 2 blocks) and the
 // table of instantiated configurations.
+#include "kernels/common/cluster_launch.h"
+#include "kernels/common/tma_map.h"
 #include "kernels/moe/grouped_gemm_wgmma_kernel.cuh"
-#include "kernels/moe/tma_map.h"
 
 #include <algorithm>
-#include <map>
-#include <mutex>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "tileops/core/error.h"
@@ -19,7 +17,7 @@ namespace {
 
 // A 2D map over [rows, K] (K contiguous), boxes of 64 x box_rows, 128-byte swizzle, zero fill.
 CUtensorMap make_map(const void* base, DType dtype, int64_t rows, int64_t K, int box_rows) {
-  return make_tma_map_2d(
+  return hopper::make_tma_map_2d(
       base,
       dtype == DType::bfloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
       2, rows, K, 64, box_rows);
@@ -27,41 +25,6 @@ CUtensorMap make_map(const void* base, DType dtype, int64_t rows, int64_t K, int
 
 using Launcher = void (*)(const GemmParams&, DType, int blocks_per_sm, int sms, long long max_tiles,
                           cudaStream_t);
-
-// Clusters of `cluster` blocks of `fn` that can be resident at once on the current device
-// (cached per kernel and device); 0 if the runtime cannot tell.
-int max_active_clusters(const void* fn, int cluster, int threads, int smem_bytes, int sms) {
-  static std::mutex mutex;
-  static std::map<std::tuple<const void*, int>, int> cache;
-  int device = 0;
-  if (const cudaError_t err = cudaGetDevice(&device); err != cudaSuccess)
-    throw_cuda(err, "cudaGetDevice");
-  const auto key = std::make_tuple(fn, device);
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    const auto it = cache.find(key);
-    if (it != cache.end()) return it->second;
-  }
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(std::max(sms / cluster, 1) * cluster), 1, 1);
-  cfg.blockDim = dim3(static_cast<unsigned>(threads), 1, 1);
-  cfg.dynamicSmemBytes = static_cast<size_t>(smem_bytes);
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = static_cast<unsigned>(cluster);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  int clusters = 0;
-  if (cudaOccupancyMaxActiveClusters(&clusters, fn, &cfg) != cudaSuccess) {
-    (void)cudaGetLastError();  // not sticky; fall back to the multiprocessor count
-    clusters = 0;
-  }
-  std::lock_guard<std::mutex> lock(mutex);
-  cache[key] = clusters;
-  return clusters;
-}
 
 template <typename T, int BM, int BN, int STAGES, int CL, bool TS>
 void run(const GemmParams& p, DType dtype, int blocks_per_sm, int sms, long long max_tiles,
@@ -83,9 +46,8 @@ void run(const GemmParams& p, DType dtype, int blocks_per_sm, int sms, long long
   // c as [M, n_out] in boxes of 64 x 64 (unused without TS).
   const CUtensorMap map_c = TS ? make_map(p.c, dtype, p.M, p.n_out, 64) : map_a;
   if constexpr (CL == 1) {
-    const int per_sm = blocks_per_sm > 0 ? blocks_per_sm : occupancy(fn, S::kThreads, S::kSmem);
-    const long long grid = std::max<long long>(
-        1, std::min<long long>(static_cast<long long>(sms) * per_sm, std::max(max_tiles, 1LL)));
+    const long long grid =
+        persistent_grid(fn, S::kThreads, S::kSmem, blocks_per_sm, sms, max_tiles);
     kernel<<<static_cast<unsigned>(grid), S::kThreads, S::kSmem, stream>>>(map_a, map_b, map_c, p);
   } else {
     // Persistent grid of clusters: as many as can be resident (or blocks_per_sm x
@@ -94,47 +56,29 @@ void run(const GemmParams& p, DType dtype, int blocks_per_sm, int sms, long long
     if (blocks_per_sm > 0) {
       clusters = static_cast<long long>(sms) * blocks_per_sm / CL;
     } else {
-      clusters = max_active_clusters(fn, CL, S::kThreads, S::kSmem, sms);
+      clusters = hopper::max_active_clusters(fn, CL, S::kThreads, S::kSmem, sms);
       if (clusters <= 0) clusters = sms / CL;
     }
     const long long units =
         ((p.M + BM * CL - 1) / (BM * CL) + p.E) * static_cast<long long>(p.n_tiles);
     clusters = std::max<long long>(1, std::min(clusters, std::max(units, 1LL)));
     (void)max_tiles;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(static_cast<unsigned>(clusters * CL), 1, 1);
-    cfg.blockDim = dim3(static_cast<unsigned>(S::kThreads), 1, 1);
-    cfg.dynamicSmemBytes = static_cast<size_t>(S::kSmem);
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = static_cast<unsigned>(CL);
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    if (const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_c, p);
+    const hopper::ClusterLaunch launch(clusters * CL, S::kThreads, S::kSmem, CL, stream);
+    if (const cudaError_t err = cudaLaunchKernelEx(launch.config(), kernel, map_a, map_b, map_c, p);
         err != cudaSuccess)
       throw_cuda(err, "cudaLaunchKernelEx (cluster)");
   }
 }
 
-struct Entry {
-  int bm, bn, stages, cluster_m;
-  bool tma_store;
-  Launcher bf16;
-  Launcher f16;
-};
+using Entry = VariantEntry<Launcher>;
 
 template <int BM, int BN, int STAGES, int CL = 1, bool TS = false>
 constexpr Entry entry() {
-  return Entry{BM,
-               BN,
-               STAGES,
-               CL,
-               TS,
-               run<__nv_bfloat16, BM, BN, STAGES, CL, TS>,
-               run<__half, BM, BN, STAGES, CL, TS>};
+  // block_m / 64 consumer warpgroups
+  GroupedGemmConfig c = tensor_core_config(GroupedGemmVariant::wgmma, BM, BN, BM / 64, 1, STAGES);
+  c.cluster_m = CL;
+  c.tma_store = TS;
+  return Entry{c, run<__nv_bfloat16, BM, BN, STAGES, CL, TS>, run<__half, BM, BN, STAGES, CL, TS>};
 }
 
 // The cluster_m = 2 entries come after the others (grouped_gemm_cuda.cu looks the defaults up
@@ -158,39 +102,16 @@ const Entry kEntries[] = {
     entry<64, 256, 5, 2>(),
 };
 
-GroupedGemmConfig to_config(const Entry& e) {
-  GroupedGemmConfig c;
-  c.variant = GroupedGemmVariant::wgmma;
-  c.block_m = e.bm;
-  c.block_n = e.bn;
-  c.block_k = 64;
-  c.warps_m = e.bm / 64;
-  c.warps_n = 1;
-  c.stages = e.stages;
-  c.cluster_m = e.cluster_m;
-  c.tma_store = e.tma_store;
-  return c;
-}
-
 }  // namespace
 
 std::vector<GroupedGemmConfig> wgmma_configs() {
-  std::vector<GroupedGemmConfig> out;
-  for (const Entry& e : kEntries) out.push_back(to_config(e));
-  return out;
+  return configs_of(kEntries);
 }
 
 void launch_wgmma(const GemmParams& p, const GroupedGemmConfig& config, DType dtype, int sms,
                   long long max_tiles, cudaStream_t stream) {
-  for (const Entry& e : kEntries) {
-    GroupedGemmConfig c = to_config(e);
-    c.blocks_per_sm = config.blocks_per_sm;
-    if (!(c == config)) continue;
-    (dtype == DType::bfloat16 ? e.bf16 : e.f16)(p, dtype, config.blocks_per_sm, sms, max_tiles,
+  launcher_of(kEntries, config, dtype, "wgmma")(p, dtype, config.blocks_per_sm, sms, max_tiles,
                                                 stream);
-    return;
-  }
-  throw SignatureError("grouped_gemm (CUDA): no wgmma kernel for config {" + config.str() + "}");
 }
 
 }  // namespace tileops::cuda_kernels::moe_detail

@@ -35,9 +35,13 @@
 // Cluster barriers after the barrier init and before exit.
 #pragma once
 
-#include "kernels/moe/wgmma_common.cuh"
+#include "kernels/moe/grouped_gemm_epilogue.cuh"
 
-#include "kernels/cuda_mbarrier.cuh"
+#include "kernels/common/arch.cuh"
+#include "kernels/common/cluster.cuh"
+#include "kernels/common/mbarrier.cuh"
+#include "kernels/common/tma.cuh"
+#include "kernels/common/wgmma.cuh"
 
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -49,142 +53,13 @@
 namespace tileops::cuda_kernels::moe_detail {
 namespace {
 
-#if TILEOPS_MOE_WGMMA_BODY
-// ---------------------------------------------------------------------------------------------
-// PTX wrappers of its own: clusters and the bf16 / fp16 wgmma (the shared ones: wgmma_common.cuh).
-
-// Cluster (cluster_m = 2) helpers.
-__device__ __forceinline__ uint32_t cluster_ctarank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-
-__device__ __forceinline__ uint32_t cluster_id_x() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%clusterid.x;\n" : "=r"(r));
-  return r;
-}
-
-__device__ __forceinline__ uint32_t cluster_count_x() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%nclusterid.x;\n" : "=r"(r));
-  return r;
-}
-
-// Every thread of every block of the cluster (release / acquire at cluster scope).
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile(
-      "barrier.cluster.arrive.release;\n"
-      "barrier.cluster.wait.acquire;\n" ::
-          : "memory");
-}
-
-// Arrives on the mbarrier at the shared offset `bar` of block `cta` of the cluster.
-__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t cta) {
-  asm volatile(
-      "{\n"
-      ".reg .b32 remote;\n"
-      "mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
-      "}\n" ::"r"(bar),
-      "r"(cta)
-      : "memory");
-}
-
-// mbar_wait with cluster-scope acquire (the barrier also receives the other block's arrivals).
-__device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n"
-        "}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (done == 0);
-}
-
-// tma_load_2d into the same shared offset of every block in `mask` (bit i: cluster rank i), each
-// destination's mbarrier at offset `bar` receiving the bytes it gets.
-__device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtensorMap* map, int c0,
-                                                      int c1, uint32_t bar, uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::"
-      "cluster [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
-      : "memory");
-}
-
-#define TILEOPS_WGMMA_D128                                                                      \
-  TILEOPS_WGMMA_D64, TILEOPS_WGMMA_D8(64), TILEOPS_WGMMA_D8(72), TILEOPS_WGMMA_D8(80),          \
-      TILEOPS_WGMMA_D8(88), TILEOPS_WGMMA_D8(96), TILEOPS_WGMMA_D8(104), TILEOPS_WGMMA_D8(112), \
-      TILEOPS_WGMMA_D8(120)
-#define TILEOPS_WGMMA_R128                                                                     \
-  TILEOPS_WGMMA_R64                                                                            \
-  ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, "    \
-  "%81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, " \
-  "%99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, "  \
-  "%114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-
-// D[64 x N] += A(smem desc) x B(smem desc)^T with fp32 accumulators; TYPE is "bf16" or "f16".
-// Operands: the N/2 accumulators, then the two descriptors, then the scale-d flag (1: add).
-#define TILEOPS_WGMMA_ASM(N, TYPE, REGS, DESC_A, DESC_B, FLAG, OUTS)                        \
-  asm volatile(                                                                             \
-      "{\n"                                                                                 \
-      ".reg .pred p;\n"                                                                     \
-      "setp.ne.b32 p, " FLAG                                                                \
-      ", 0;\n"                                                                              \
-      "wgmma.mma_async.sync.aligned.m64n" N "k16.f32." TYPE "." TYPE " {" REGS "}, " DESC_A \
-      ", " DESC_B                                                                           \
-      ", p, 1, 1, 0, 0;\n"                                                                  \
-      "}\n"                                                                                 \
-      : OUTS                                                                                \
-      : "l"(da), "l"(db), "r"(1))
-
-__device__ __forceinline__ void wgmma_n128_bf16(float (&d)[64], uint64_t da, uint64_t db) {
-  TILEOPS_WGMMA_ASM("128", "bf16", TILEOPS_WGMMA_R64, "%64", "%65", "%66", TILEOPS_WGMMA_D64);
-}
-__device__ __forceinline__ void wgmma_n128_f16(float (&d)[64], uint64_t da, uint64_t db) {
-  TILEOPS_WGMMA_ASM("128", "f16", TILEOPS_WGMMA_R64, "%64", "%65", "%66", TILEOPS_WGMMA_D64);
-}
-__device__ __forceinline__ void wgmma_n256_bf16(float (&d)[128], uint64_t da, uint64_t db) {
-  TILEOPS_WGMMA_ASM("256", "bf16", TILEOPS_WGMMA_R128, "%128", "%129", "%130", TILEOPS_WGMMA_D128);
-}
-__device__ __forceinline__ void wgmma_n256_f16(float (&d)[128], uint64_t da, uint64_t db) {
-  TILEOPS_WGMMA_ASM("256", "f16", TILEOPS_WGMMA_R128, "%128", "%129", "%130", TILEOPS_WGMMA_D128);
-}
-
-template <typename T, int BN>
-__device__ __forceinline__ void wgmma_tile(float (&d)[BN / 2], uint64_t da, uint64_t db) {
-  if constexpr (BN == 256) {
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-      wgmma_n256_bf16(d, da, db);
-    } else {
-      wgmma_n256_f16(d, da, db);
-    }
-  } else {
-    static_assert(BN == 128, "block_n must be 128 or 256");
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-      wgmma_n128_bf16(d, da, db);
-    } else {
-      wgmma_n128_f16(d, da, db);
-    }
-  }
-}
-
-#endif  // TILEOPS_MOE_WGMMA_BODY
-
 // ---------------------------------------------------------------------------------------------
 // Kernel.
 
 // The persistent walk over the scheduler's units: per block (CL = 1) or per cluster.
 template <int CL>
 __device__ __forceinline__ long long first_unit() {
-#if TILEOPS_MOE_WGMMA_BODY
+#if TILEOPS_SM90A_BODY
   if constexpr (CL > 1) return cluster_id_x();
 #endif
   return blockIdx.x;
@@ -192,7 +67,7 @@ __device__ __forceinline__ long long first_unit() {
 
 template <int CL>
 __device__ __forceinline__ long long unit_stride() {
-#if TILEOPS_MOE_WGMMA_BODY
+#if TILEOPS_SM90A_BODY
   if constexpr (CL > 1) return cluster_count_x();
 #endif
   return gridDim.x;
@@ -224,7 +99,7 @@ __global__ void __launch_bounds__(WgShape<BM, BN, STAGES, TS>::kThreads, 1)
   using S = WgShape<BM, BN, STAGES, TS>;
   static_assert(CL == 1 || CL == 2, "cluster_m must be 1 or 2");
   static_assert(!(TS && CL > 1), "the TMA store epilogue is for cluster_m = 1");
-#if !TILEOPS_MOE_WGMMA_BODY
+#if !TILEOPS_SM90A_BODY
   // Compiled for a target without the sm_90a features: never launched there (the host checks
   // the device's compute capability).
   __trap();
@@ -242,7 +117,7 @@ __global__ void __launch_bounds__(WgShape<BM, BN, STAGES, TS>::kThreads, 1)
   const int wg = warp >> 2;
   const int K = static_cast<int>(p.K);
   const int KT = (K + 63) / 64;
-  const bool is_gated = p.act != kActNone;
+  const bool is_gated = p.act != MoEActivation::none;
   // The scheduler's units: CL m-tiles of one expert and one n-tile; with CL = 2 the cluster's
   // blocks take the unit's m-tiles by rank (a missing second m-tile: rows 0, the block's
   // consumers drain the pipeline without MMAs and store nothing).
@@ -294,7 +169,7 @@ __global__ void __launch_bounds__(WgShape<BM, BN, STAGES, TS>::kThreads, 1)
             if constexpr (CL == 1) {
               mbarrier::wait(empty_bar + 8 * stage, phase ^ 1u);
             } else {
-              mbar_wait_cluster(empty_bar + 8 * stage, phase ^ 1u);
+              mbarrier::wait_cluster(empty_bar + 8 * stage, phase ^ 1u);
             }
             const uint32_t full = full_bar + 8 * stage;
             mbarrier::arrive_expect_tx(full, S::kStageBytes);
@@ -357,7 +232,8 @@ __global__ void __launch_bounds__(WgShape<BM, BN, STAGES, TS>::kThreads, 1)
           if constexpr (CL == 1) {
             if (lane == 0) mbarrier::arrive(empty_bar + 8 * stage);
           } else {
-            if (lane < CL) mbar_arrive_cluster(empty_bar + 8 * stage, static_cast<uint32_t>(lane));
+            if (lane < CL)
+              mbarrier::arrive_cluster(empty_bar + 8 * stage, static_cast<uint32_t>(lane));
           }
           if (++stage == STAGES) {
             stage = 0;
@@ -384,7 +260,8 @@ __global__ void __launch_bounds__(WgShape<BM, BN, STAGES, TS>::kThreads, 1)
           if constexpr (CL == 1) {
             if (lane == 0) mbarrier::arrive(empty_bar + 8 * prev);
           } else {
-            if (lane < CL) mbar_arrive_cluster(empty_bar + 8 * prev, static_cast<uint32_t>(lane));
+            if (lane < CL)
+              mbarrier::arrive_cluster(empty_bar + 8 * prev, static_cast<uint32_t>(lane));
           }
         }
         prev = stage;
@@ -400,7 +277,8 @@ __global__ void __launch_bounds__(WgShape<BM, BN, STAGES, TS>::kThreads, 1)
         if constexpr (CL == 1) {
           if (lane == 0) mbarrier::arrive(empty_bar + 8 * prev);
         } else {
-          if (lane < CL) mbar_arrive_cluster(empty_bar + 8 * prev, static_cast<uint32_t>(lane));
+          if (lane < CL)
+            mbarrier::arrive_cluster(empty_bar + 8 * prev, static_cast<uint32_t>(lane));
         }
       }
       // Epilogue: rows cw * 64 + w4 * 16 + lane / 4 (+ 8); column group i holds columns

@@ -1,4 +1,4 @@
-// MoE pre-permute (dispatch) and post-permute (combine) kernels (see moe_cuda.h for the
+// MoE pre-permute (dispatch) and post-permute (combine) kernels (see moe_permute_cuda.h for the
 // semantics).
 //
 // Pre-permute:
@@ -15,12 +15,12 @@
 // row length do not allow vectors), the k loop in order with up to 4 rows' loads in flight; fp32
 // products and sums with explicit rounding (__fmul_rn / __fadd_rn, no contraction), one rounding
 // to T at the end.
-#include "kernels/moe/moe_cuda.h"
-#include "kernels/moe/moe_gather_quant.h"
-#include "kernels/moe/moe_launch_errors.h"
-#include "kernels/moe/moe_rank.h"
+#include "kernels/moe/moe_permute_cuda.h"
+#include "kernels/moe/moe_permute_gather_quant.h"
+#include "kernels/moe/moe_permute_launch_errors.h"
+#include "kernels/moe/moe_permute_rank.h"
 
-#include "kernels/cuda_vectors.cuh"
+#include "kernels/common/vectors.cuh"
 #include "kernels/quant/quant_cuda.h"
 #include "kernels/quant/token_group_quant.cuh"
 

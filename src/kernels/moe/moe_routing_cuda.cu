@@ -1,4 +1,4 @@
-// MoE top-k routing kernel (see moe_cuda.h for the semantics).
+// MoE top-k routing kernel (see moe_routing_cuda.h for the semantics).
 //
 // One warp per token; the warp keeps the token's scores s_e and selection scores c_e in shared
 // memory (lane l owns the experts l, l + 32, ...). Softmax: warp max, expf(l - max), warp sum
@@ -16,7 +16,7 @@
 // a group ranked topk_group or lower has its experts' c overwritten by an "excluded" NaN pattern
 // whose key is 0, below every real key, so the unchanged rounds never pick it. Real NaN c are
 // made the canonical quiet NaN first, so no input can spell the excluded pattern.
-#include "kernels/moe/moe_cuda.h"
+#include "kernels/moe/moe_routing_cuda.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -28,7 +28,7 @@
 #include <string>
 #include <type_traits>
 
-#include "kernels/cuda_vectors.cuh"
+#include "kernels/common/vectors.cuh"
 #include "tileops/core/error.h"
 
 namespace tileops::cuda_kernels {
@@ -49,7 +49,7 @@ struct RouteParams {
   int group_size;   // E / n_group
   int group_lanes;  // lanes scanning one group: a power of two, <= group_size, * n_group <= 32
   int topk_group;
-  bool softmax;
+  MoEScoring scoring;
   bool renormalize;
   float scaling;
 };
@@ -173,7 +173,7 @@ __global__ void __launch_bounds__(kRouteMaxWarps * 32) moe_topk_kernel(const Rou
     s[e] = x;
     mx = fmaxf(mx, x);
   }
-  if (p.softmax) {
+  if (p.scoring == MoEScoring::softmax) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
     float sum = 0.f;
@@ -330,7 +330,7 @@ void launch_moe_topk_routing(const TopKRoutingArgs& a, void* stream) {
   while (p.group_lanes * 2 * a.n_group <= 32 && p.group_lanes * 2 <= p.group_size)
     p.group_lanes *= 2;
   p.topk_group = static_cast<int>(a.topk_group);
-  p.softmax = a.scoring == MoEScoring::softmax;
+  p.scoring = a.scoring;
   p.renormalize = a.renormalize;
   p.scaling = a.routed_scaling_factor;
   const int64_t smem = per_warp * warps;

@@ -9,11 +9,12 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/cuda_vectors.cuh"
+#include "kernels/common/vectors.cuh"
+#include "kernels/norm/rms_norm_cuda.h"
 
 namespace tileops::cuda_kernels::rms {
 
-// Vector loads and conversions: kernels/cuda_vectors.cuh.
+// Vector loads and conversions: kernels/common/vectors.cuh.
 using vec::load_nc;
 using vec::load_once;
 using vec::pack;
@@ -82,20 +83,12 @@ __device__ __forceinline__ float group_sum(float v, int tpr, int first_warp, flo
   return s;
 }
 
-struct RMSNormParams {
-  const void* x;
-  void* residual;
-  const void* weight;
-  void* y;
-  int64_t x_stride;
-  int64_t residual_stride;
-  int64_t y_stride;
-  int64_t rows;
-  int cols;
+// What every kernel reads: the launch's arguments as given (cols < 2^31, checked at launch) and
+// what the launch derives from its configuration.
+struct RMSNormParams : RMSNormArgs {
   int tpr;  // threads per row
   int rows_per_block;
-  float eps;
-  float inv_cols;
+  float inv_cols;  // 1 / cols
 };
 
 // L2 cache policies (createpolicy) and the loads and stores that carry one.

@@ -9,8 +9,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include "kernels/common/tuned_launch.h"
 #include "kernels/norm/rms_norm_cuda.h"
-#include "kernels/tuned_launch.h"
 #endif
 
 namespace tileops {

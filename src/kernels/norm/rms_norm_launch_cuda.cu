@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <variant>
 
+#include "kernels/common/cluster_launch.h"
 #include "kernels/norm/rms_norm_kernels.cuh"
 #include "tileops/core/cuda.h"
 #include "tileops/core/error.h"
@@ -28,21 +29,7 @@ int sm_count(int device) {
 
 // The kernels' parameters for `a`, with tpr threads on each of rows_per_block rows of a block.
 RMSNormParams make_params(const RMSNormArgs& a, int tpr, int rows_per_block) {
-  RMSNormParams p;
-  p.x = a.x;
-  p.residual = a.residual;
-  p.weight = a.weight;
-  p.y = a.y;
-  p.x_stride = a.x_row_stride;
-  p.residual_stride = a.residual_row_stride;
-  p.y_stride = a.y_row_stride;
-  p.rows = a.rows;
-  p.cols = static_cast<int>(a.cols);
-  p.tpr = tpr;
-  p.rows_per_block = rows_per_block;
-  p.eps = a.eps;
-  p.inv_cols = static_cast<float>(1.0 / static_cast<double>(a.cols));
-  return p;
+  return {a, tpr, rows_per_block, static_cast<float>(1.0 / static_cast<double>(a.cols))};
 }
 
 namespace {
@@ -211,19 +198,9 @@ void launch_rms_norm(const RMSNormArgs& a, const RMSNormConfig& config, void* st
     if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess)
       throw_cuda(err, "kernel launch");
   } else {
-    cudaLaunchConfig_t lc = {};
-    lc.gridDim = dim3(static_cast<unsigned>(grid));
-    lc.blockDim = dim3(static_cast<unsigned>(threads));
-    lc.dynamicSmemBytes = 0;
-    lc.stream = static_cast<cudaStream_t>(stream);
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = static_cast<unsigned>(cluster);
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    lc.attrs = attr;
-    lc.numAttrs = 1;
-    if (const cudaError_t err = cudaLaunchKernelEx(&lc, fn, p); err != cudaSuccess)
+    const hopper::ClusterLaunch launch(grid, threads, 0, cluster,
+                                       static_cast<cudaStream_t>(stream));
+    if (const cudaError_t err = cudaLaunchKernelEx(launch.config(), fn, p); err != cudaSuccess)
       throw_cuda(err, "kernel launch (cluster)");
     if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess)
       throw_cuda(err, "kernel launch (cluster)");

@@ -125,9 +125,9 @@ __global__ void __launch_bounds__(kThreads, 2048 / kThreads)
 
   int buf = 0;
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x, buf ^= 1) {
-    const T* const xs = static_cast<const T*>(p.x) + row * p.x_stride + lt * VEC;
+    const T* const xs = static_cast<const T*>(p.x) + row * p.x_row_stride + lt * VEC;
     T* const rs =
-        kFused ? static_cast<T*>(p.residual) + row * p.residual_stride + lt * VEC : nullptr;
+        kFused ? static_cast<T*>(p.residual) + row * p.residual_row_stride + lt * VEC : nullptr;
 
     // Pass 1: every load in flight, then the sum of squares, one partial sum per vector.
     V v[kNV];
@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(kThreads, 2048 / kThreads)
     const float inv = rsqrtf(ss * p.inv_cols + p.eps);
 
     // Pass 2: read again, one vector at a time (y may be x), and store.
-    T* const ys = static_cast<T*>(p.y) + row * p.y_stride + lt * VEC;
+    T* const ys = static_cast<T*>(p.y) + row * p.y_row_stride + lt * VEC;
     // The weight's address is made here, for each row, rather than held in two registers through
     // pass 1 (the empty asm keeps the compiler from hoisting it out of the row loop).
     const void* wbase = p.weight;

@@ -21,9 +21,10 @@ __global__ void __launch_bounds__(resident_max_threads(NV, kWeightInRegs))
   const int group = static_cast<int>(threadIdx.x) / tpr;
   const int lt = static_cast<int>(threadIdx.x) - group * tpr;
   const int first_warp = (group * tpr) >> 5;
-  const int nvec = p.cols / VEC;
+  const int cols = static_cast<int>(p.cols);
+  const int nvec = cols / VEC;
   const int tail_col = nvec * VEC + lt;
-  const bool has_tail = tail_col < p.cols;  // lt < cols % VEC (tpr >= 8 >= VEC)
+  const bool has_tail = tail_col < cols;  // lt < cols % VEC (tpr >= 8 >= VEC)
   const T* __restrict__ w = static_cast<const T*>(p.weight);
 
   V wv[kWeightInRegs ? NV : 1];
@@ -55,7 +56,7 @@ __global__ void __launch_bounds__(resident_max_threads(NV, kWeightInRegs))
     float vt = 0.f;
     float ss = 0.f;
     if (active) {
-      const T* xr = static_cast<const T*>(p.x) + row * p.x_stride;
+      const T* xr = static_cast<const T*>(p.x) + row * p.x_row_stride;
 #pragma unroll
       for (int k = 0; k < NV; ++k) {
         const int j = lt + k * tpr;
@@ -63,7 +64,7 @@ __global__ void __launch_bounds__(resident_max_threads(NV, kWeightInRegs))
       }
       if (has_tail) vt = scalar_once(xr + tail_col);
       if constexpr (kFused) {
-        T* rr = static_cast<T*>(p.residual) + row * p.residual_stride;
+        T* rr = static_cast<T*>(p.residual) + row * p.residual_row_stride;
         V rv[NV];
 #pragma unroll
         for (int k = 0; k < NV; ++k) {
@@ -111,7 +112,7 @@ __global__ void __launch_bounds__(resident_max_threads(NV, kWeightInRegs))
     ss = group_sum(ss, tpr, first_warp, red[buf]);
     const float inv = rsqrtf(ss * p.inv_cols + p.eps);
     if (active) {
-      T* yr = static_cast<T*>(p.y) + row * p.y_stride;
+      T* yr = static_cast<T*>(p.y) + row * p.y_row_stride;
 #pragma unroll
       for (int k = 0; k < NV; ++k) {
         const int j = lt + k * tpr;

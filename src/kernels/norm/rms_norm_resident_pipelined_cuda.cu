@@ -40,9 +40,10 @@ __global__ void __launch_bounds__(pipelined_max_threads(NV, kFused, kWeightInReg
   const int lt = rank * tpr + lt_block;  // lane in the row (over the cluster)
   const int stride = CL * tpr;           // vectors between a thread's consecutive vectors
   const int first_warp = (group * tpr) >> 5;
-  const int nvec = p.cols / VEC;
+  const int cols = static_cast<int>(p.cols);
+  const int nvec = cols / VEC;
   const int tail_col = nvec * VEC + lt;
-  const bool has_tail = tail_col < p.cols;  // rank 0 and lt < cols % VEC (tpr >= 8 >= VEC)
+  const bool has_tail = tail_col < cols;  // rank 0 and lt < cols % VEC (tpr >= 8 >= VEC)
   const T* __restrict__ w = static_cast<const T*>(p.weight);
 
   V wv[kWeightInRegs ? NV : 1];
@@ -65,7 +66,7 @@ __global__ void __launch_bounds__(pipelined_max_threads(NV, kFused, kWeightInReg
   // Issues the loads of `row` (nothing when row >= rows).
   const auto issue = [&](Regs& b, int64_t row) {
     if (row >= p.rows) return;
-    const T* xr = static_cast<const T*>(p.x) + row * p.x_stride;
+    const T* xr = static_cast<const T*>(p.x) + row * p.x_row_stride;
 #pragma unroll
     for (int k = 0; k < NV; ++k) {
       const int j = lt + k * stride;
@@ -73,7 +74,7 @@ __global__ void __launch_bounds__(pipelined_max_threads(NV, kFused, kWeightInReg
     }
     b.vt = has_tail ? scalar_once(xr + tail_col) : 0.f;
     if constexpr (kFused) {
-      const T* rr = static_cast<const T*>(p.residual) + row * p.residual_stride;
+      const T* rr = static_cast<const T*>(p.residual) + row * p.residual_row_stride;
 #pragma unroll
       for (int k = 0; k < NV; ++k) {
         const int j = lt + k * stride;
@@ -91,7 +92,7 @@ __global__ void __launch_bounds__(pipelined_max_threads(NV, kFused, kWeightInReg
     float ss = 0.f;
     if (active) {
       if constexpr (kFused) {
-        T* rr = static_cast<T*>(p.residual) + row * p.residual_stride;
+        T* rr = static_cast<T*>(p.residual) + row * p.residual_row_stride;
 #pragma unroll
         for (int k = 0; k < NV; ++k) {
           const int j = lt + k * stride;
@@ -139,7 +140,7 @@ __global__ void __launch_bounds__(pipelined_max_threads(NV, kFused, kWeightInReg
     }
     const float inv = rsqrtf(ss * p.inv_cols + p.eps);
     if (active) {
-      T* yr = static_cast<T*>(p.y) + row * p.y_stride;
+      T* yr = static_cast<T*>(p.y) + row * p.y_row_stride;
 #pragma unroll
       for (int k = 0; k < NV; ++k) {
         const int j = lt + k * stride;

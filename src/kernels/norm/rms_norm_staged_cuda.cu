@@ -29,7 +29,7 @@
 // D stages (x slot, then the residual slot when fused; slots are the row rounded to 128 bytes),
 #include "kernels/norm/rms_norm_kernels.cuh"
 
-#include "kernels/cuda_mbarrier.cuh"
+#include "kernels/common/mbarrier.cuh"
 
 #include <algorithm>
 #include <map>
@@ -121,8 +121,8 @@ __global__ void __launch_bounds__(1024)
   const int64_t count = (p.rows - first + step - 1) / step;  // >= 1: the grid has <= rows blocks
   const auto* const x = static_cast<const unsigned char*>(p.x);
   const auto* const res = static_cast<const unsigned char*>(p.residual);
-  const int64_t x_pitch = p.x_stride * static_cast<int64_t>(sizeof(T));
-  const int64_t r_pitch = p.residual_stride * static_cast<int64_t>(sizeof(T));
+  const int64_t x_pitch = p.x_row_stride * static_cast<int64_t>(sizeof(T));
+  const int64_t r_pitch = p.residual_row_stride * static_cast<int64_t>(sizeof(T));
 
   // Thread 0: copies the block's local row i into stage s.
   const auto fill = [&](int s, int64_t i) {
@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(1024)
     const unsigned char* const st = smem + l.stage_off + static_cast<uint32_t>(s) * l.stage_bytes;
     mbarrier::wait(full_bar + 8 * s, parity);
 
-    T* const rrow = kFused ? static_cast<T*>(p.residual) + row * p.residual_stride : nullptr;
+    T* const rrow = kFused ? static_cast<T*>(p.residual) + row * p.residual_row_stride : nullptr;
     float ss = 0.f;
 #pragma unroll 4
     for (int j = tid; j < nvec; j += nthreads) {
@@ -172,7 +172,7 @@ __global__ void __launch_bounds__(1024)
     });
     const float inv = rsqrtf(ss * p.inv_cols + p.eps);
 
-    T* const yrow = static_cast<T*>(p.y) + row * p.y_stride;
+    T* const yrow = static_cast<T*>(p.y) + row * p.y_row_stride;
 #pragma unroll 4
     for (int j = tid; j < nvec; j += nthreads) {
       float f[VEC];

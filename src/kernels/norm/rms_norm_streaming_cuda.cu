@@ -30,9 +30,10 @@ __device__ __forceinline__ void streaming_rows(const RMSNormParams& p) {
   const int group = static_cast<int>(threadIdx.x) / tpr;
   const int lt = static_cast<int>(threadIdx.x) - group * tpr;
   const int first_warp = (group * tpr) >> 5;
-  const int nvec = p.cols / VEC;
+  const int cols = static_cast<int>(p.cols);
+  const int nvec = cols / VEC;
   const int tail_col = nvec * VEC + lt;
-  const bool has_tail = VEC > 1 && tail_col < p.cols;
+  const bool has_tail = VEC > 1 && tail_col < cols;
   const T* __restrict__ w = static_cast<const T*>(p.weight);
   uint64_t keep = 0;
   uint64_t drop = 0;
@@ -70,8 +71,8 @@ __device__ __forceinline__ void streaming_rows(const RMSNormParams& p) {
     const int64_t row = base + group;
     const bool active = row < p.rows;
     const int64_t safe_row = active ? row : 0;
-    const T* xr = static_cast<const T*>(p.x) + safe_row * p.x_stride;
-    T* rr = kFused ? static_cast<T*>(p.residual) + safe_row * p.residual_stride : nullptr;
+    const T* xr = static_cast<const T*>(p.x) + safe_row * p.x_row_stride;
+    T* rr = kFused ? static_cast<T*>(p.residual) + safe_row * p.residual_row_stride : nullptr;
     float vt = 0.f;
     float ss = 0.f;
     if (active) {
@@ -139,7 +140,7 @@ __device__ __forceinline__ void streaming_rows(const RMSNormParams& p) {
     if (active) {
       // Pass 2 re-reads what this same thread read (x) or wrote (the residual) in pass 1.
       const T* src = kFused ? static_cast<const T*>(rr) : xr;
-      T* yr = static_cast<T*>(p.y) + row * p.y_stride;
+      T* yr = static_cast<T*>(p.y) + row * p.y_row_stride;
       for (int j0 = lt; j0 < nvec; j0 += U * tpr) {
         V v[U];
         V wk[U];

@@ -22,7 +22,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/cuda_vectors.cuh"
+#include "kernels/common/vectors.cuh"
 #include "kernels/quant/token_group_quant.cuh"
 #include "tileops/core/error.h"
 

@@ -10,7 +10,7 @@
 // once per (token, i) and reused by all heads.
 #include "kernels/rope/long_rope_cuda.h"
 
-#include "kernels/cuda_vectors.cuh"
+#include "kernels/common/vectors.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -30,7 +30,7 @@
 namespace tileops::cuda_kernels {
 namespace {
 
-// Device helpers (vector loads and conversions: kernels/cuda_vectors.cuh).
+// Device helpers (vector loads and conversions: kernels/common/vectors.cuh).
 using vec::load_nc;
 using vec::load_once;
 using vec::pack;

@@ -8,8 +8,8 @@
 #if TILEOPS_WITH_CUDA
 #include <optional>
 #include <tuple>
+#include "kernels/common/tuned_launch.h"
 #include "kernels/rope/long_rope_cuda.h"
-#include "kernels/tuned_launch.h"
 #endif
 
 namespace tileops {

@@ -23,11 +23,7 @@ namespace tileops {
 
 // ---- GroupedQueryAttentionVarlenFwdOp ---------------------------------------------------------
 
-std::vector<InterfaceInfo> GroupedQueryAttentionVarlenFwdOp::interfaces() {
-  return {interface<AttentionVarlenInterface>()};
-}
-
-std::vector<ImplementationInfo> GroupedQueryAttentionVarlenFwdOp::kernel_types() {
+std::vector<ImplementationInfo> gen::GroupedQueryAttentionVarlenFwdOpKernels::kernel_types() {
   std::vector<ImplementationInfo> table;
   table.push_back(implementation<AttentionVarlenCpu>("attention_varlen_cpu", "AttentionVarlenCpu"));
 #if TILEOPS_WITH_CUDA
@@ -47,17 +43,17 @@ AttentionScores GroupedQueryAttentionVarlenFwdOp::scores_for(std::int64_t head_d
   return scores;
 }
 
-void GroupedQueryAttentionVarlenFwdOp::forward(const SignatureCall& call, const Tensor& q,
+void GroupedQueryAttentionVarlenFwdOp::forward(const Indices& call, const Tensor& q,
                                                const Tensor& k, const Tensor& v,
                                                const Tensor& cu_seqlens_q,
                                                const Tensor& cu_seqlens_k, const Tensor& out,
                                                const Tensor& lse) {
   AttentionVarlenCall spec;
   spec.device = call.device;
-  spec.dtype = q.dtype();
-  spec.heads_q = q.size(1);
-  spec.heads_kv = k.size(1);
-  spec.head_dim = q.size(2);
+  spec.dtype = call.T;
+  spec.heads_q = call.Hq;
+  spec.heads_kv = call.Hkv;
+  spec.head_dim = call.D;
   const AttentionScores scores = scores_for(spec.head_dim);
   spec.causal = scores.causal;
   spec.windowed = scores.window_left >= 0;
@@ -76,11 +72,7 @@ TILEOPS_REGISTER_OP(GroupedQueryAttentionVarlenFwdOp)
 
 // ---- KVCacheWriteFwdOp --------------------------------------------------------------------------
 
-std::vector<InterfaceInfo> KVCacheWriteFwdOp::interfaces() {
-  return {interface<KVCacheWriteInterface>()};
-}
-
-std::vector<ImplementationInfo> KVCacheWriteFwdOp::kernel_types() {
+std::vector<ImplementationInfo> gen::KVCacheWriteFwdOpKernels::kernel_types() {
   std::vector<ImplementationInfo> table;
   table.push_back(implementation<KVCacheWriteCpu>("kv_cache_write_cpu", "KVCacheWriteCpu"));
 #if TILEOPS_WITH_CUDA
@@ -89,15 +81,15 @@ std::vector<ImplementationInfo> KVCacheWriteFwdOp::kernel_types() {
   return table;
 }
 
-void KVCacheWriteFwdOp::forward(const SignatureCall& call, const Tensor& key, const Tensor& value,
+void KVCacheWriteFwdOp::forward(const Indices& call, const Tensor& key, const Tensor& value,
                                 const Tensor& k_cache, const Tensor& v_cache,
                                 const Tensor& slot_mapping) {
   KVCacheWriteCall spec;
   spec.device = call.device;
-  spec.dtype = key.dtype();
-  spec.heads_kv = key.size(1);
-  spec.head_dim = key.size(2);
-  spec.page_size = k_cache.size(1);
+  spec.dtype = call.KV;
+  spec.heads_kv = call.Hkv;
+  spec.head_dim = call.D;
+  spec.page_size = call.page_size;
   auto& kernel = kernel_for<KVCacheWriteInterface>(spec);
   // The caches are contiguous (declared so); key and value are often views of a fused
   // projection's output.
@@ -108,11 +100,7 @@ TILEOPS_REGISTER_OP(KVCacheWriteFwdOp)
 
 // ---- AttentionMergeStatesFwdOp ------------------------------------------------------------------
 
-std::vector<InterfaceInfo> AttentionMergeStatesFwdOp::interfaces() {
-  return {interface<AttentionMergeInterface>()};
-}
-
-std::vector<ImplementationInfo> AttentionMergeStatesFwdOp::kernel_types() {
+std::vector<ImplementationInfo> gen::AttentionMergeStatesFwdOpKernels::kernel_types() {
   std::vector<ImplementationInfo> table;
   table.push_back(implementation<AttentionMergeStatesCpu>("attention_merge_states_cpu",
                                                           "AttentionMergeStatesCpu"));
@@ -123,14 +111,14 @@ std::vector<ImplementationInfo> AttentionMergeStatesFwdOp::kernel_types() {
   return table;
 }
 
-void AttentionMergeStatesFwdOp::forward(const SignatureCall& call, const Tensor& out_a,
+void AttentionMergeStatesFwdOp::forward(const Indices& call, const Tensor& out_a,
                                         const Tensor& lse_a, const Tensor& out_b,
                                         const Tensor& lse_b, const Tensor& out, const Tensor& lse) {
   AttentionMergeCall spec;
   spec.device = call.device;
-  spec.dtype = out_a.dtype();
-  spec.heads = out_a.size(1);
-  spec.head_dim = out_a.size(2);
+  spec.dtype = call.X;
+  spec.heads = call.H;
+  spec.head_dim = call.D;
   auto& kernel = kernel_for<AttentionMergeInterface>(spec);
   const Tensor a = out_a.contiguous();
   const Tensor b = out_b.contiguous();

@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "tileops/base/reference.h"
 #include "tileops/ops/attention.h"
 
 namespace tileops {
@@ -31,19 +32,19 @@ Tensor equal_offsets(std::int64_t total, std::int64_t batch, Device device) {
   return cu.to(device);
 }
 
-}  // namespace
-
-std::vector<Tensor> GroupedQueryAttentionVarlenFwdOp::workload_inputs(const InstantiatedCase& c,
-                                                                      std::uint64_t seed,
-                                                                      Device device) {
+/// Sequences of equal length (Tq / B queries over Tk / B keys each, the remainder spread over the
+/// first ones), as the roofline assumes.
+std::vector<Tensor> varlen_inputs(const InstantiatedCase& c, std::uint64_t seed, Device device) {
   const std::int64_t batch = spec(c, 3).shape[0] - 1;
   return {normal(c, 0, seed, device), normal(c, 1, seed, device), normal(c, 2, seed, device),
           equal_offsets(spec(c, 0).shape[0], batch, device),
           equal_offsets(spec(c, 1).shape[0], batch, device)};
 }
 
-std::vector<Tensor> KVCacheWriteFwdOp::workload_inputs(const InstantiatedCase& c,
-                                                       std::uint64_t seed, Device device) {
+/// Tokens filling pages in order, the pages a random choice of the cache's blocks (as a serving
+/// engine hands them out): distinct slots, all within the cache.
+std::vector<Tensor> kv_cache_write_inputs(const InstantiatedCase& c, std::uint64_t seed,
+                                          Device device) {
   const std::int64_t tokens = spec(c, 0).shape[0];
   const std::int64_t blocks = spec(c, 2).shape[0];
   const std::int64_t page = spec(c, 2).shape[1];
@@ -63,8 +64,9 @@ std::vector<Tensor> KVCacheWriteFwdOp::workload_inputs(const InstantiatedCase& c
           normal(c, 3, seed, device), slots.to(device)};
 }
 
-std::vector<Tensor> AttentionMergeStatesFwdOp::workload_inputs(const InstantiatedCase& c,
-                                                               std::uint64_t seed, Device device) {
+/// Random states with some -inf lse on either side and on both (queries that saw no key).
+std::vector<Tensor> merge_states_inputs(const InstantiatedCase& c, std::uint64_t seed,
+                                        Device device) {
   // lse about log(keys) of a few thousand keys, spread so that both sides matter; every 17th
   // entry of lse_a and every 13th of lse_b is -inf (a side that saw no key), some entries both.
   const auto lse = [&](std::size_t i, std::int64_t every) {
@@ -77,5 +79,11 @@ std::vector<Tensor> AttentionMergeStatesFwdOp::workload_inputs(const Instantiate
   };
   return {normal(c, 0, seed, device), lse(1, 17), normal(c, 2, seed, device), lse(3, 13)};
 }
+
+}  // namespace
+
+TILEOPS_REGISTER_WORKLOAD_INPUTS(GroupedQueryAttentionVarlenFwdOp, varlen_inputs)
+TILEOPS_REGISTER_WORKLOAD_INPUTS(KVCacheWriteFwdOp, kv_cache_write_inputs)
+TILEOPS_REGISTER_WORKLOAD_INPUTS(AttentionMergeStatesFwdOp, merge_states_inputs)
 
 }  // namespace tileops

@@ -1,8 +1,8 @@
 // The composite ops of the MoE family: the expert MLP (two grouped GEMMs), its FP8 form
 // (quantize, FP8 grouped GEMM, twice) and its masked FP8 form, the fused experts (pre-permute per
 // expert count, quantizing for FP8 weights, the MLP the weights' dtype selects, the masked decode
-// path by shape, post-permute) and the fused MoE layer (routing, then the experts between a
-// prepare and a finalize step).
+// path by shape, post-permute; the MLPs held at construction) and the fused MoE layer (routing,
+// then the experts between a prepare and a finalize step).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -22,15 +22,7 @@ MoEExpertMLPFwdOp::MoEExpertMLPFwdOp(Params params, Target target)
   down_ = &delegate_for<MoEGroupedGemmFwdOp>("down", std::nullopt, nullptr, {.activation = "none"});
 }
 
-std::vector<DelegateType> MoEExpertMLPFwdOp::delegate_types() {
-  return {{"gate_up", "MoEGroupedGemmFwdOp"}, {"down", "MoEGroupedGemmFwdOp"}};
-}
-
-std::string MoEExpertMLPFwdOp::roof_key() const {
-  return "tensor_core.bf16";
-}
-
-void MoEExpertMLPFwdOp::forward(const SignatureCall&, const Tensor& x, const Tensor& expert_offsets,
+void MoEExpertMLPFwdOp::forward(const Indices&, const Tensor& x, const Tensor& expert_offsets,
                                 const Tensor& w13, const Tensor& w2, const Tensor& y) {
   const Tensor h = (*gate_up_)(x, expert_offsets, w13);
   (*down_)(h, expert_offsets, w2, y);
@@ -42,16 +34,6 @@ namespace {
 
 // DeepSeek-V3's block: 1 x 128 activation groups, 128 x 128 weight blocks (manifest/moe.yaml).
 constexpr std::int64_t kFP8Block = 128;
-
-/// "tensor_core.fp8" when the last call of `op` had FP8 weights (its W index), else bf16's.
-std::string roof_key_by_weights(const Op& op) {
-  try {
-    return op.last_call()->dtype_index("W") == DType::float8_e4m3fn ? "tensor_core.fp8"
-                                                                    : "tensor_core.bf16";
-  } catch (const UsageError&) {  // no call yet: the bf16 path is the default
-    return "tensor_core.bf16";
-  }
-}
 
 }  // namespace
 
@@ -69,20 +51,8 @@ MoEExpertMLPFP8FwdOp::MoEExpertMLPFP8FwdOp(Params params, Target target)
       {.activation = "none", .block_n = kFP8Block, .block_k = kFP8Block});
 }
 
-std::vector<DelegateType> MoEExpertMLPFP8FwdOp::delegate_types() {
-  return {{"quantize_x", "PerTokenGroupQuantFP8FwdOp"},
-          {"gate_up", "MoEGroupedGemmFP8FwdOp"},
-          {"quantize_h", "PerTokenGroupQuantFP8FwdOp"},
-          {"down", "MoEGroupedGemmFP8FwdOp"}};
-}
-
-std::string MoEExpertMLPFP8FwdOp::roof_key() const {
-  return "tensor_core.fp8";
-}
-
-void MoEExpertMLPFP8FwdOp::forward(const SignatureCall&, const Tensor& x,
-                                   const Tensor& expert_offsets, const Tensor& w13,
-                                   const Tensor& w2, const Tensor& w13_scales,
+void MoEExpertMLPFP8FwdOp::forward(const Indices&, const Tensor& x, const Tensor& expert_offsets,
+                                   const Tensor& w13, const Tensor& w2, const Tensor& w13_scales,
                                    const Tensor& w2_scales, const Tensor& x_scales,
                                    const Tensor& y) {
   // e4m3 x arrives quantized with its scales (the signature tied them to its dtype).
@@ -107,25 +77,15 @@ MoEExpertMLPFP8MaskedFwdOp::MoEExpertMLPFP8MaskedFwdOp(Params params, Target tar
       {.activation = "none", .block_n = kFP8Block, .block_k = kFP8Block});
 }
 
-std::vector<DelegateType> MoEExpertMLPFP8MaskedFwdOp::delegate_types() {
-  return {{"gate_up", "MoEGroupedGemmFP8MaskedFwdOp"},
-          {"quantize_h", "PerTokenGroupQuantFP8FwdOp"},
-          {"down", "MoEGroupedGemmFP8MaskedFwdOp"}};
-}
-
-std::string MoEExpertMLPFP8MaskedFwdOp::roof_key() const {
-  return "tensor_core.fp8";
-}
-
-void MoEExpertMLPFP8MaskedFwdOp::forward(const SignatureCall&, const Tensor& x,
+void MoEExpertMLPFP8MaskedFwdOp::forward(const Indices& call, const Tensor& x,
                                          const Tensor& x_scales, const Tensor& counts,
                                          const Tensor& w13, const Tensor& w2,
                                          const Tensor& w13_scales, const Tensor& w2_scales,
                                          const Tensor& y) {
-  const std::int64_t experts = x.size(0);
-  const std::int64_t max_m = x.size(1);
+  const std::int64_t experts = call.E;
+  const std::int64_t max_m = call.max_m;
+  const std::int64_t f = call.F;
   const Tensor h = (*gate_up_)(x, x_scales, counts, w13, w13_scales);  // [E, max_m, F]
-  const std::int64_t f = h.size(2);
   // The quantization reads every row of h, the zeros past the counts included (a masked
   // quantization would skip them; docs/design/moe.md says what that costs).
   const auto [hq, hs] = (*quantize_h_)(h.reshape({experts * max_m, f}));
@@ -137,60 +97,47 @@ void MoEExpertMLPFP8MaskedFwdOp::forward(const SignatureCall&, const Tensor& x,
 
 FusedMoEExpertsFwdOp::FusedMoEExpertsFwdOp(Params params, Target target)
     : FusedMoEExpertsFwdOpBase(std::move(params), std::move(target)) {
-  mlp_ = &delegate_for<MoEExpertMLPFwdOp>("mlp", std::nullopt, nullptr,
-                                          {.activation = this->params().activation});
+  const std::string& activation = this->params().activation;
+  mlp_ = &delegate_for<MoEExpertMLPFwdOp>("mlp", std::nullopt, nullptr, {.activation = activation});
+  // The FP8 MLPs' parameters are settled here too, whatever weights the calls bring (the
+  // pre-permutes' depend on the call's expert count).
+  mlp_fp8_ = &delegate_for<MoEExpertMLPFP8FwdOp>("mlp_fp8", std::nullopt, nullptr,
+                                                 {.activation = activation});
+  mlp_fp8_masked_ = &delegate_for<MoEExpertMLPFP8MaskedFwdOp>("mlp_fp8_masked", std::nullopt,
+                                                              nullptr, {.activation = activation});
   post_permute_ = &delegate_for<MoEPostPermuteFwdOp>("post_permute", std::nullopt, nullptr, {});
 }
 
-std::vector<DelegateType> FusedMoEExpertsFwdOp::delegate_types() {
-  return {{"pre_permute", "MoEPrePermuteFwdOp"},
-          {"pre_permute_quant", "MoEPrePermuteQuantFP8FwdOp"},
-          {"pre_permute_quant_masked", "MoEPrePermuteQuantFP8MaskedFwdOp"},
-          {"mlp", "MoEExpertMLPFwdOp"},
-          {"mlp_fp8", "MoEExpertMLPFP8FwdOp"},
-          {"mlp_fp8_masked", "MoEExpertMLPFP8MaskedFwdOp"},
-          {"post_permute", "MoEPostPermuteFwdOp"}};
-}
-
-std::string FusedMoEExpertsFwdOp::roof_key() const {
-  return roof_key_by_weights(*this);
-}
-
-void FusedMoEExpertsFwdOp::forward(const SignatureCall&, const Tensor& x,
-                                   const Tensor& topk_weights, const Tensor& topk_ids,
-                                   const Tensor& w13, const Tensor& w2, const Tensor& expert_map,
-                                   const Tensor& w13_scales, const Tensor& w2_scales,
-                                   const Tensor& y) {
+void FusedMoEExpertsFwdOp::forward(const Indices& call, const Tensor& x, const Tensor& topk_weights,
+                                   const Tensor& topk_ids, const Tensor& w13, const Tensor& w2,
+                                   const Tensor& expert_map, const Tensor& w13_scales,
+                                   const Tensor& w2_scales, const Tensor& y) {
   // The expert count is known only now: one pre-permute sub-op per count (identity "E=<n>").
-  const std::int64_t experts = w13.size(0);
+  const std::int64_t experts = call.E;
   const std::string identity = fmt::format("E={}", experts);
-  // The weights' dtype selects the MLP (the signature tied the scales to it); the FP8 path's
-  // sub-ops are held at the first FP8 call, so a bf16 model never holds them. FP8 rows are
+  // The weights' dtype selects the MLP (the signature tied the scales to it). FP8 rows are
   // quantized as they are gathered: the bfloat16 copy of the M*K rows is never written.
-  const std::int64_t pairs = x.size(0) * topk_ids.size(1);
+  const bool fp8 = call.W == DType::float8_e4m3fn;
+  const std::int64_t pairs = call.M * call.K;
   const std::int64_t masked_rows = params().masked_max_rows;
-  if (w13.dtype() == DType::float8_e4m3fn && masked_rows > 0 && pairs <= masked_rows * experts) {
+  if (fp8 && masked_rows > 0 && pairs <= masked_rows * experts) {
     // The masked decode path, chosen by shape only (a CUDA graph replays one route). max_m = M:
     // ids distinct per token give no expert more than M rows, so the layout cannot overflow.
-    const std::int64_t max_m = std::max<std::int64_t>(1, x.size(0));
+    const std::int64_t max_m = std::max<std::int64_t>(1, call.M);
     auto& pre_permute_masked = delegate_for<MoEPrePermuteQuantFP8MaskedFwdOp>(
         "pre_permute_quant_masked", fmt::format("E={},max_m={}", experts, max_m), nullptr,
         {.num_experts = experts, .max_m = max_m, .group_size = kFP8Block});
     const auto [a, a_scales, counts, inverse] = pre_permute_masked(x, topk_ids, expert_map);
-    auto& mlp_masked = delegate_for<MoEExpertMLPFP8MaskedFwdOp>(
-        "mlp_fp8_masked", std::nullopt, nullptr, {.activation = params().activation});
-    const Tensor h = mlp_masked(a, a_scales, counts, w13, w2, w13_scales, w2_scales);
+    const Tensor h = (*mlp_fp8_masked_)(a, a_scales, counts, w13, w2, w13_scales, w2_scales);
     // inverse points into the layout viewed as rows; rows past the counts are never read.
-    (*post_permute_)(h.reshape({experts * max_m, h.size(2)}), topk_weights, inverse, y);
+    (*post_permute_)(h.reshape({experts * max_m, call.H}), topk_weights, inverse, y);
     return;
   }
-  if (w13.dtype() == DType::float8_e4m3fn) {
+  if (fp8) {
     auto& pre_permute_quant = delegate_for<MoEPrePermuteQuantFP8FwdOp>(
         "pre_permute_quant", identity, nullptr, {.num_experts = experts, .group_size = kFP8Block});
     const auto [xq, xs, offsets, inverse] = pre_permute_quant(x, topk_ids, expert_map);
-    auto& mlp_fp8 = delegate_for<MoEExpertMLPFP8FwdOp>("mlp_fp8", std::nullopt, nullptr,
-                                                       {.activation = params().activation});
-    const Tensor h = mlp_fp8(xq, offsets, w13, w2, w13_scales, w2_scales, xs);
+    const Tensor h = (*mlp_fp8_)(xq, offsets, w13, w2, w13_scales, w2_scales, xs);
     (*post_permute_)(h, topk_weights, inverse, y);
     return;
   }
@@ -264,10 +211,6 @@ FusedMoEFwdOp::FusedMoEFwdOp(Params params, Target target,
       {.activation = *p.activation, .masked_max_rows = p.masked_max_rows});
 }
 
-std::vector<DelegateType> FusedMoEFwdOp::delegate_types() {
-  return {{"routing", "MoETopKRoutingFwdOp"}, {"experts", "FusedMoEExpertsFwdOp"}};
-}
-
 std::vector<std::string> FusedMoEFwdOp::injected_parameters() {
   return {"prepare_finalize", "experts"};
 }
@@ -288,11 +231,7 @@ std::unique_ptr<FusedMoEFwdOp> FusedMoEFwdOp::from_params(const ParamMap& params
       std::move(experts), std::move(prepare_finalize));
 }
 
-std::string FusedMoEFwdOp::roof_key() const {
-  return roof_key_by_weights(*this);
-}
-
-void FusedMoEFwdOp::forward(const SignatureCall&, const Tensor& x, const Tensor& router_logits,
+void FusedMoEFwdOp::forward(const Indices&, const Tensor& x, const Tensor& router_logits,
                             const Tensor& w13, const Tensor& w2, const Tensor& correction_bias,
                             const Tensor& w13_scales, const Tensor& w2_scales, const Tensor& y) {
   const auto [topk_weights, topk_ids] = (*routing_)(router_logits, correction_bias);

@@ -1,7 +1,7 @@
 // MoEGroupedGemmFP8FwdOp and MoEGroupedGemmFP8MaskedFwdOp: hand contiguous tensors to the FP8
-// grouped GEMM interfaces. Only CPU implementations exist so far; on CUDA the kernel table
-// reports that no in-tree kernel runs there (OpNotAvailableError), as for
-// PerTokenGroupQuantFP8FwdOp.
+// grouped GEMM interfaces, served by the CPU implementations and on CUDA by the Hopper kernel
+// (kernels/moe/grouped_gemm_fp8_impls.h), which refuses what it cannot compute (the kernel table
+// then raises DispatchError with the reason).
 // Then its double-precision reference: every e4m3 code decoded from the format's definition
 // (ops/quant/e4m3_reference.h), times its float32 scale in double, the products summed in
 // double and the activation applied in double; the result is handed over as float32.
@@ -20,11 +20,7 @@
 
 namespace tileops {
 
-std::vector<InterfaceInfo> MoEGroupedGemmFP8FwdOp::interfaces() {
-  return {interface<GroupedGemmFP8Interface>()};
-}
-
-std::vector<ImplementationInfo> MoEGroupedGemmFP8FwdOp::kernel_types() {
+std::vector<ImplementationInfo> gen::MoEGroupedGemmFP8FwdOpKernels::kernel_types() {
   std::vector<ImplementationInfo> table{
       implementation<GroupedGemmFP8Cpu>("moe_grouped_gemm_fp8_cpu", "GroupedGemmFP8Cpu")};
 #if TILEOPS_WITH_CUDA
@@ -34,19 +30,15 @@ std::vector<ImplementationInfo> MoEGroupedGemmFP8FwdOp::kernel_types() {
   return table;
 }
 
-std::string MoEGroupedGemmFP8FwdOp::roof_key() const {
-  return "tensor_core.fp8";
-}
-
-void MoEGroupedGemmFP8FwdOp::forward(const SignatureCall& call, const Tensor& a,
-                                     const Tensor& a_scales, const Tensor& expert_offsets,
-                                     const Tensor& b, const Tensor& b_scales, const Tensor& c) {
+void MoEGroupedGemmFP8FwdOp::forward(const Indices& call, const Tensor& a, const Tensor& a_scales,
+                                     const Tensor& expert_offsets, const Tensor& b,
+                                     const Tensor& b_scales, const Tensor& c) {
   GroupedGemmFP8Call spec;
   spec.device = call.device;
-  spec.rows = a.size(0);
-  spec.k = a.size(1);
-  spec.experts = b.size(0);
-  spec.n = b.size(1);
+  spec.rows = call.M;
+  spec.k = call.K;
+  spec.experts = call.E;
+  spec.n = call.N;
   spec.block_n = params().block_n;
   spec.block_k = params().block_k;
   spec.activation = moe_activation(params().activation);
@@ -59,11 +51,7 @@ void MoEGroupedGemmFP8FwdOp::forward(const SignatureCall& call, const Tensor& a,
   if (!c.is_contiguous()) c.copy_(out);
 }
 
-std::vector<InterfaceInfo> MoEGroupedGemmFP8MaskedFwdOp::interfaces() {
-  return {interface<GroupedGemmFP8MaskedInterface>()};
-}
-
-std::vector<ImplementationInfo> MoEGroupedGemmFP8MaskedFwdOp::kernel_types() {
+std::vector<ImplementationInfo> gen::MoEGroupedGemmFP8MaskedFwdOpKernels::kernel_types() {
   std::vector<ImplementationInfo> table{implementation<GroupedGemmFP8MaskedCpu>(
       "moe_grouped_gemm_fp8_masked_cpu", "GroupedGemmFP8MaskedCpu")};
 #if TILEOPS_WITH_CUDA
@@ -73,21 +61,17 @@ std::vector<ImplementationInfo> MoEGroupedGemmFP8MaskedFwdOp::kernel_types() {
   return table;
 }
 
-std::string MoEGroupedGemmFP8MaskedFwdOp::roof_key() const {
-  return "tensor_core.fp8";
-}
-
-void MoEGroupedGemmFP8MaskedFwdOp::forward(const SignatureCall& call, const Tensor& a,
+void MoEGroupedGemmFP8MaskedFwdOp::forward(const Indices& call, const Tensor& a,
                                            const Tensor& a_scales, const Tensor& counts,
                                            const Tensor& b, const Tensor& b_scales,
                                            const Tensor& c) {
   GroupedGemmFP8Call spec;
   spec.device = call.device;
-  spec.experts = a.size(0);
-  spec.max_m = a.size(1);
-  spec.rows = spec.experts * spec.max_m;
-  spec.k = a.size(2);
-  spec.n = b.size(1);
+  spec.experts = call.E;
+  spec.max_m = call.max_m;
+  spec.rows = call.E * call.max_m;
+  spec.k = call.K;
+  spec.n = call.N;
   spec.block_n = params().block_n;
   spec.block_k = params().block_k;
   spec.activation = moe_activation(params().activation);

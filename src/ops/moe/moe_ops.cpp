@@ -3,7 +3,9 @@
 // hands contiguous tensors to its kernel interface; the implementation is selected per call spec.
 #include <fmt/format.h>
 
-#include "kernels/moe/moe_impls.h"
+#include "kernels/moe/grouped_gemm_impls.h"
+#include "kernels/moe/moe_permute_impls.h"
+#include "kernels/moe/moe_routing_impls.h"
 #include "ops/write_contiguous.h"
 #include "tileops/ops/moe.h"
 
@@ -13,10 +15,7 @@ using detail::write_contiguous;
 
 // ---- MoETopKRoutingFwdOp -------------------------------------------------------------------
 
-std::vector<InterfaceInfo> MoETopKRoutingFwdOp::interfaces() {
-  return {interface<MoERoutingInterface>()};
-}
-std::vector<ImplementationInfo> MoETopKRoutingFwdOp::kernel_types() {
+std::vector<ImplementationInfo> gen::MoETopKRoutingFwdOpKernels::kernel_types() {
   std::vector<ImplementationInfo> table;
   table.push_back(implementation<MoERoutingCpu>("moe_routing_cpu", "MoERoutingCpu"));
 #if TILEOPS_WITH_CUDA
@@ -25,16 +24,16 @@ std::vector<ImplementationInfo> MoETopKRoutingFwdOp::kernel_types() {
   return table;
 }
 
-void MoETopKRoutingFwdOp::forward(const SignatureCall& call, const Tensor& logits,
+void MoETopKRoutingFwdOp::forward(const Indices& call, const Tensor& logits,
                                   const Tensor& correction_bias, const Tensor& topk_weights,
                                   const Tensor& topk_ids) {
   MoERoutingCall spec;
   spec.device = call.device;
-  spec.tokens = logits.size(0);
-  spec.experts = logits.size(1);
+  spec.tokens = call.M;
+  spec.experts = call.E;
   spec.top_k = params().top_k;
-  spec.logits_dtype = logits.dtype();
-  spec.sigmoid = params().scoring == "sigmoid";
+  spec.logits_dtype = call.L;
+  spec.scoring = moe_scoring(params().scoring);
   spec.renormalize = params().renormalize;
   spec.has_bias = correction_bias.defined();
   spec.n_group = params().n_group;
@@ -48,10 +47,7 @@ void MoETopKRoutingFwdOp::forward(const SignatureCall& call, const Tensor& logit
 
 // ---- MoEPrePermuteFwdOp --------------------------------------------------------------------
 
-std::vector<InterfaceInfo> MoEPrePermuteFwdOp::interfaces() {
-  return {interface<MoEPrePermuteInterface>()};
-}
-std::vector<ImplementationInfo> MoEPrePermuteFwdOp::kernel_types() {
+std::vector<ImplementationInfo> gen::MoEPrePermuteFwdOpKernels::kernel_types() {
   std::vector<ImplementationInfo> table;
   table.push_back(implementation<MoEPrePermuteCpu>("moe_pre_permute_cpu", "MoEPrePermuteCpu"));
 #if TILEOPS_WITH_CUDA
@@ -60,16 +56,16 @@ std::vector<ImplementationInfo> MoEPrePermuteFwdOp::kernel_types() {
   return table;
 }
 
-void MoEPrePermuteFwdOp::forward(const SignatureCall& call, const Tensor& x, const Tensor& topk_ids,
+void MoEPrePermuteFwdOp::forward(const Indices& call, const Tensor& x, const Tensor& topk_ids,
                                  const Tensor& expert_map, const Tensor& permuted_x,
                                  const Tensor& expert_offsets, const Tensor& inverse) {
   MoEPermuteCall spec;
   spec.device = call.device;
-  spec.tokens = x.size(0);
-  spec.hidden = x.size(1);
-  spec.top_k = topk_ids.size(1);
+  spec.tokens = call.M;
+  spec.hidden = call.H;
+  spec.top_k = call.K;
   spec.num_experts = params().num_experts;
-  spec.dtype = x.dtype();
+  spec.dtype = call.T;
   spec.has_map = expert_map.defined();
   auto& kernel = kernel_for<MoEPrePermuteInterface>(spec);
   const Tensor map = spec.has_map ? expert_map.contiguous() : Tensor();
@@ -79,10 +75,7 @@ void MoEPrePermuteFwdOp::forward(const SignatureCall& call, const Tensor& x, con
 
 // ---- MoEPrePermuteQuantFP8FwdOp ------------------------------------------------------------
 
-std::vector<InterfaceInfo> MoEPrePermuteQuantFP8FwdOp::interfaces() {
-  return {interface<MoEPrePermuteQuantInterface>()};
-}
-std::vector<ImplementationInfo> MoEPrePermuteQuantFP8FwdOp::kernel_types() {
+std::vector<ImplementationInfo> gen::MoEPrePermuteQuantFP8FwdOpKernels::kernel_types() {
   std::vector<ImplementationInfo> table;
   table.push_back(implementation<MoEPrePermuteQuantCpu>("moe_pre_permute_quant_fp8_cpu",
                                                         "MoEPrePermuteQuantCpu"));
@@ -95,18 +88,18 @@ std::vector<ImplementationInfo> MoEPrePermuteQuantFP8FwdOp::kernel_types() {
   return table;
 }
 
-void MoEPrePermuteQuantFP8FwdOp::forward(const SignatureCall& call, const Tensor& x,
+void MoEPrePermuteQuantFP8FwdOp::forward(const Indices& call, const Tensor& x,
                                          const Tensor& topk_ids, const Tensor& expert_map,
                                          const Tensor& permuted_q, const Tensor& permuted_scales,
                                          const Tensor& expert_offsets, const Tensor& inverse) {
   MoEPrePermuteQuantCall spec;
   spec.device = call.device;
-  spec.tokens = x.size(0);
-  spec.hidden = x.size(1);
-  spec.top_k = topk_ids.size(1);
+  spec.tokens = call.M;
+  spec.hidden = call.H;
+  spec.top_k = call.K;
   spec.num_experts = params().num_experts;
   spec.group_size = params().group_size;
-  spec.dtype = x.dtype();
+  spec.dtype = call.T;
   spec.has_map = expert_map.defined();
   auto& kernel = kernel_for<MoEPrePermuteQuantInterface>(spec);
   const Tensor map = spec.has_map ? expert_map.contiguous() : Tensor();
@@ -116,10 +109,7 @@ void MoEPrePermuteQuantFP8FwdOp::forward(const SignatureCall& call, const Tensor
 
 // ---- MoEPrePermuteQuantFP8MaskedFwdOp ------------------------------------------------------
 
-std::vector<InterfaceInfo> MoEPrePermuteQuantFP8MaskedFwdOp::interfaces() {
-  return {interface<MoEPrePermuteQuantMaskedInterface>()};
-}
-std::vector<ImplementationInfo> MoEPrePermuteQuantFP8MaskedFwdOp::kernel_types() {
+std::vector<ImplementationInfo> gen::MoEPrePermuteQuantFP8MaskedFwdOpKernels::kernel_types() {
   std::vector<ImplementationInfo> table;
   table.push_back(implementation<MoEPrePermuteQuantMaskedCpu>(
       "moe_pre_permute_quant_fp8_masked_cpu", "MoEPrePermuteQuantMaskedCpu"));
@@ -130,19 +120,19 @@ std::vector<ImplementationInfo> MoEPrePermuteQuantFP8MaskedFwdOp::kernel_types()
   return table;
 }
 
-void MoEPrePermuteQuantFP8MaskedFwdOp::forward(const SignatureCall& call, const Tensor& x,
+void MoEPrePermuteQuantFP8MaskedFwdOp::forward(const Indices& call, const Tensor& x,
                                                const Tensor& topk_ids, const Tensor& expert_map,
                                                const Tensor& a, const Tensor& a_scales,
                                                const Tensor& counts, const Tensor& inverse) {
   MoEPrePermuteQuantMaskedCall spec;
   spec.device = call.device;
-  spec.tokens = x.size(0);
-  spec.hidden = x.size(1);
-  spec.top_k = topk_ids.size(1);
+  spec.tokens = call.M;
+  spec.hidden = call.H;
+  spec.top_k = call.K;
   spec.num_experts = params().num_experts;
   spec.max_m = params().max_m;
   spec.group_size = params().group_size;
-  spec.dtype = x.dtype();
+  spec.dtype = call.T;
   spec.has_map = expert_map.defined();
   auto& kernel = kernel_for<MoEPrePermuteQuantMaskedInterface>(spec);
   const Tensor map = spec.has_map ? expert_map.contiguous() : Tensor();
@@ -152,10 +142,7 @@ void MoEPrePermuteQuantFP8MaskedFwdOp::forward(const SignatureCall& call, const 
 
 // ---- MoEGroupedGemmFwdOp -------------------------------------------------------------------
 
-std::vector<InterfaceInfo> MoEGroupedGemmFwdOp::interfaces() {
-  return {interface<GroupedGemmInterface>()};
-}
-std::vector<ImplementationInfo> MoEGroupedGemmFwdOp::kernel_types() {
+std::vector<ImplementationInfo> gen::MoEGroupedGemmFwdOpKernels::kernel_types() {
   std::vector<ImplementationInfo> table;
   table.push_back(implementation<GroupedGemmCpu>("moe_grouped_gemm_cpu", "GroupedGemmCpu"));
 #if TILEOPS_WITH_CUDA
@@ -164,20 +151,15 @@ std::vector<ImplementationInfo> MoEGroupedGemmFwdOp::kernel_types() {
   return table;
 }
 
-// fp16 and bf16 share the tensor-core peak.
-std::string MoEGroupedGemmFwdOp::roof_key() const {
-  return "tensor_core.bf16";
-}
-
-void MoEGroupedGemmFwdOp::forward(const SignatureCall& call, const Tensor& a,
+void MoEGroupedGemmFwdOp::forward(const Indices& call, const Tensor& a,
                                   const Tensor& expert_offsets, const Tensor& b, const Tensor& c) {
   GroupedGemmCall spec;
   spec.device = call.device;
-  spec.rows = a.size(0);
-  spec.k = a.size(1);
-  spec.experts = b.size(0);
-  spec.n = b.size(1);
-  spec.dtype = a.dtype();
+  spec.rows = call.M;
+  spec.k = call.K;
+  spec.experts = call.E;
+  spec.n = call.N;
+  spec.dtype = call.T;
   spec.activation = moe_activation(params().activation);
   auto& kernel = kernel_for<GroupedGemmInterface>(spec);
   if (c.numel() == 0) return;
@@ -188,10 +170,7 @@ void MoEGroupedGemmFwdOp::forward(const SignatureCall& call, const Tensor& a,
 
 // ---- MoEPostPermuteFwdOp -------------------------------------------------------------------
 
-std::vector<InterfaceInfo> MoEPostPermuteFwdOp::interfaces() {
-  return {interface<MoEPostPermuteInterface>()};
-}
-std::vector<ImplementationInfo> MoEPostPermuteFwdOp::kernel_types() {
+std::vector<ImplementationInfo> gen::MoEPostPermuteFwdOpKernels::kernel_types() {
   std::vector<ImplementationInfo> table;
   table.push_back(implementation<MoEPostPermuteCpu>("moe_post_permute_cpu", "MoEPostPermuteCpu"));
 #if TILEOPS_WITH_CUDA
@@ -201,16 +180,16 @@ std::vector<ImplementationInfo> MoEPostPermuteFwdOp::kernel_types() {
   return table;
 }
 
-void MoEPostPermuteFwdOp::forward(const SignatureCall& call, const Tensor& expert_out,
+void MoEPostPermuteFwdOp::forward(const Indices& call, const Tensor& expert_out,
                                   const Tensor& topk_weights, const Tensor& inverse,
                                   const Tensor& y) {
   MoEPermuteCall spec;
   spec.device = call.device;
-  spec.tokens = topk_weights.size(0);
-  spec.top_k = topk_weights.size(1);
-  spec.hidden = expert_out.size(1);
-  spec.rows = expert_out.size(0);
-  spec.dtype = expert_out.dtype();
+  spec.tokens = call.M;
+  spec.top_k = call.K;
+  spec.hidden = call.H;
+  spec.rows = call.R;
+  spec.dtype = call.T;
   auto& kernel = kernel_for<MoEPostPermuteInterface>(spec);
   if (y.numel() == 0) return;
   write_contiguous(y, [&](const Tensor& out) {

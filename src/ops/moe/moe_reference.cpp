@@ -47,16 +47,6 @@ struct Routing {
   std::vector<std::int64_t> ids;  // [M, K]
 };
 
-/// The routing parameters of MoETopKRoutingFwdOp (and FusedMoEFwdOp, which shares their names).
-moe_reference::RouteRule route_rule(const ParamMap& p) {
-  return {.top_k = std::get<std::int64_t>(p.at("top_k")),
-          .sigmoid = text_param(p, "scoring") == "sigmoid",
-          .renormalize = std::get<bool>(p.at("renormalize")),
-          .scale = std::get<double>(p.at("routed_scaling_factor")),
-          .n_group = std::get<std::int64_t>(p.at("n_group")),
-          .topk_group = std::get<std::int64_t>(p.at("topk_group"))};
-}
-
 Routing route(const Values& logits, const Values& bias, std::int64_t tokens, std::int64_t experts,
               const moe_reference::RouteRule& rule) {
   const std::int64_t top_k = rule.top_k;
@@ -219,7 +209,8 @@ std::vector<Tensor> routing_reference(std::span<const Tensor> in, const ParamMap
   const std::int64_t tokens = in[0].size(0);
   const std::int64_t experts = in[0].size(1);
   const std::int64_t top_k = std::get<std::int64_t>(p.at("top_k"));
-  const Routing r = route(values_of(in[0]), values_of(in[1]), tokens, experts, route_rule(p));
+  const Routing r =
+      route(values_of(in[0]), values_of(in[1]), tokens, experts, moe_reference::route_rule(p));
   return {tensor_of(r.weights, {tokens, top_k}),
           tensor_of(Values(r.ids.begin(), r.ids.end()), {tokens, top_k})};
 }
@@ -355,8 +346,8 @@ std::vector<Tensor> fused_moe_reference(std::span<const Tensor> in, const ParamM
   const std::int64_t tokens = in[0].size(0);
   const std::int64_t experts = in[1].size(1);
   const std::int64_t top_k = std::get<std::int64_t>(p.at("top_k"));
-  const Routing r =
-      route(values_of(in[1]), values_of(input_or_none(in, 4)), tokens, experts, route_rule(p));
+  const Routing r = route(values_of(in[1]), values_of(input_or_none(in, 4)), tokens, experts,
+                          moe_reference::route_rule(p));
   // The routing weights reach the experts as float32.
   const Values weights = round_to(r.weights, DType::float32);
   const auto& act = p.at("activation");

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "kernels/moe/moe_routing_order.h"
+#include "tileops/core/value.h"
+#include "tileops/kernel/moe.h"
 
 namespace tileops::moe_reference {
 
@@ -26,12 +28,22 @@ inline double gelu_tanh(double g) {
 /// The parameters of routing (MoETopKRoutingFwdOp's, manifest/moe.yaml).
 struct RouteRule {
   std::int64_t top_k = 1;
-  bool sigmoid = false;
+  MoEScoring scoring = MoEScoring::softmax;
   bool renormalize = false;
   double scale = 1.0;
   std::int64_t n_group = 1;
   std::int64_t topk_group = 1;
 };
+
+/// The routing parameters of MoETopKRoutingFwdOp (and the MoE layers, which share their names).
+inline RouteRule route_rule(const ParamMap& p) {
+  return {.top_k = std::get<std::int64_t>(p.at("top_k")),
+          .scoring = moe_scoring(std::get<std::string>(p.at("scoring"))),
+          .renormalize = std::get<bool>(p.at("renormalize")),
+          .scale = std::get<double>(p.at("routed_scaling_factor")),
+          .n_group = std::get<std::int64_t>(p.at("n_group")),
+          .topk_group = std::get<std::int64_t>(p.at("topk_group"))};
+}
 
 /// Whether each expert's group is among the rule's kept groups, from the choice scores `c`.
 /// A group scores the sum of its two largest c with a bias, its largest c without; equal
@@ -65,7 +77,7 @@ inline std::vector<bool> kept_experts(const std::vector<double>& c, bool has_bia
 inline void route_token(const double* logits, const std::vector<double>& bias, std::int64_t experts,
                         const RouteRule& rule, double* weights, std::int64_t* ids) {
   std::vector<double> s(static_cast<std::size_t>(experts));
-  if (rule.sigmoid) {
+  if (rule.scoring == MoEScoring::sigmoid) {
     for (std::int64_t e = 0; e < experts; ++e) s[e] = 1.0 / (1.0 + std::exp(-logits[e]));
   } else {
     const double peak = *std::max_element(logits, logits + experts);

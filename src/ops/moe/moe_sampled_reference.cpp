@@ -282,12 +282,7 @@ std::vector<Tensor> fused_moe_rows(std::span<const Tensor> in, const ParamMap& p
   const std::int64_t experts = in[1].size(1);
   const std::int64_t top_k = std::get<std::int64_t>(p.at("top_k"));
   const Values bias = values_of(input_or_none(in, 4));
-  const ref::RouteRule rule{.top_k = top_k,
-                            .sigmoid = text_param(p, "scoring") == "sigmoid",
-                            .renormalize = std::get<bool>(p.at("renormalize")),
-                            .scale = std::get<double>(p.at("routed_scaling_factor")),
-                            .n_group = std::get<std::int64_t>(p.at("n_group")),
-                            .topk_group = std::get<std::int64_t>(p.at("topk_group"))};
+  const ref::RouteRule rule = ref::route_rule(p);
   std::vector<Values> weights;
   std::vector<std::vector<std::int64_t>> ids;
   for (const std::int64_t t : rows) {

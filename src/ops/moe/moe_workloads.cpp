@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "tileops/base/reference.h"
 #include "tileops/ops/moe.h"
 
 namespace tileops {
@@ -77,10 +78,9 @@ Tensor routing_weights(const InstantiatedCase& c, std::size_t i, std::uint64_t s
   return Tensor::rand(spec(c, i).shape, DType::float32, seed + i, device, 0.0, 1.0);
 }
 
-}  // namespace
-
-std::vector<Tensor> MoEPrePermuteFwdOp::workload_inputs(const InstantiatedCase& c,
-                                                        std::uint64_t seed, Device device) {
+/// Distinct ids per token (and, with a map, the first num_experts of the global experts local).
+std::vector<Tensor> pre_permute_inputs(const InstantiatedCase& c, std::uint64_t seed,
+                                       Device device) {
   const std::int64_t experts = std::get<std::int64_t>(c.params.at("num_experts"));
   const auto& ids = spec(c, 1).shape;
   const bool mapped = c.inputs.size() > 2 && c.inputs[2].has_value();
@@ -97,15 +97,17 @@ std::vector<Tensor> MoEPrePermuteFwdOp::workload_inputs(const InstantiatedCase& 
           map};
 }
 
-std::vector<Tensor> MoEPrePermuteQuantFP8FwdOp::workload_inputs(const InstantiatedCase& c,
-                                                                std::uint64_t seed, Device device) {
-  return MoEPrePermuteFwdOp::workload_inputs(c, seed, device);
+/// As MoEPrePermuteFwdOp's: distinct ids per token (a map keeps the first num_experts local).
+std::vector<Tensor> pre_permute_quant_inputs(const InstantiatedCase& c, std::uint64_t seed,
+                                             Device device) {
+  return pre_permute_inputs(c, seed, device);
 }
 
-std::vector<Tensor> MoEPrePermuteQuantFP8MaskedFwdOp::workload_inputs(const InstantiatedCase& c,
-                                                                      std::uint64_t seed,
-                                                                      Device device) {
-  std::vector<Tensor> inputs = MoEPrePermuteFwdOp::workload_inputs(c, seed, device);
+/// Ids that give every (global) expert exactly max_m rows where M * K = G * max_m (so the
+/// whole output is written and checked), else distinct ids per token as the contiguous op's.
+std::vector<Tensor> pre_permute_quant_masked_inputs(const InstantiatedCase& c, std::uint64_t seed,
+                                                    Device device) {
+  std::vector<Tensor> inputs = pre_permute_inputs(c, seed, device);
   const std::int64_t experts = std::get<std::int64_t>(c.params.at("num_experts"));
   const std::int64_t max_m = std::get<std::int64_t>(c.params.at("max_m"));
   const auto& ids = spec(c, 1).shape;
@@ -122,8 +124,9 @@ std::vector<Tensor> MoEPrePermuteQuantFP8MaskedFwdOp::workload_inputs(const Inst
   return inputs;
 }
 
-std::vector<Tensor> MoEGroupedGemmFwdOp::workload_inputs(const InstantiatedCase& c,
-                                                         std::uint64_t seed, Device device) {
+/// Uniform routing: expert e owns rows [e*M/E, (e+1)*M/E).
+std::vector<Tensor> grouped_gemm_inputs(const InstantiatedCase& c, std::uint64_t seed,
+                                        Device device) {
   const std::int64_t rows = spec(c, 0).shape[0];
   const std::int64_t experts = spec(c, 2).shape[0];
   return {activations(c, 0, seed, device), uniform_offsets(rows, experts, device),
@@ -131,9 +134,9 @@ std::vector<Tensor> MoEGroupedGemmFwdOp::workload_inputs(const InstantiatedCase&
 }
 
 // e4m3 values in [-2, 2), activation scales in [0.5, 1) and weight scales in [0.5, 1) / sqrt(K):
-// the outputs have the magnitude of the bf16 op's, far from bf16's limits.
-std::vector<Tensor> MoEGroupedGemmFP8FwdOp::workload_inputs(const InstantiatedCase& c,
-                                                            std::uint64_t seed, Device device) {
+// the outputs have the magnitude of the bf16 op's, far from bf16's limits. Uniform routing.
+std::vector<Tensor> grouped_gemm_fp8_inputs(const InstantiatedCase& c, std::uint64_t seed,
+                                            Device device) {
   const std::int64_t rows = spec(c, 0).shape[0];
   const std::int64_t experts = spec(c, 3).shape[0];
   const double k = static_cast<double>(std::max<std::int64_t>(1, spec(c, 0).shape[1]));
@@ -144,9 +147,9 @@ std::vector<Tensor> MoEGroupedGemmFP8FwdOp::workload_inputs(const InstantiatedCa
           uniform(3, -2.0, 2.0), uniform(4, 0.5 / std::sqrt(k), 1.0 / std::sqrt(k))};
 }
 
-std::vector<Tensor> MoEGroupedGemmFP8MaskedFwdOp::workload_inputs(const InstantiatedCase& c,
-                                                                  std::uint64_t seed,
-                                                                  Device device) {
+/// max_m / 8 rows per expert, values and scales as MoEGroupedGemmFP8FwdOp's.
+std::vector<Tensor> grouped_gemm_fp8_masked_inputs(const InstantiatedCase& c, std::uint64_t seed,
+                                                   Device device) {
   const auto& a = spec(c, 0).shape;  // [E, max_m, K]
   const double k = static_cast<double>(std::max<std::int64_t>(1, a[2]));
   const auto uniform = [&](std::size_t i, double lo, double hi) {
@@ -160,8 +163,9 @@ std::vector<Tensor> MoEGroupedGemmFP8MaskedFwdOp::workload_inputs(const Instanti
           uniform(4, 0.5 / std::sqrt(k), 1.0 / std::sqrt(k))};
 }
 
-std::vector<Tensor> MoEPostPermuteFwdOp::workload_inputs(const InstantiatedCase& c,
-                                                         std::uint64_t seed, Device device) {
+/// inverse is a permutation of the expert rows.
+std::vector<Tensor> post_permute_inputs(const InstantiatedCase& c, std::uint64_t seed,
+                                        Device device) {
   const std::int64_t rows = spec(c, 0).shape[0];
   const auto& pairs = spec(c, 2).shape;
   std::vector<std::int32_t> perm(static_cast<std::size_t>(rows));
@@ -174,16 +178,17 @@ std::vector<Tensor> MoEPostPermuteFwdOp::workload_inputs(const InstantiatedCase&
   return {activations(c, 0, seed, device), routing_weights(c, 1, seed, device), inverse.to(device)};
 }
 
-std::vector<Tensor> MoEExpertMLPFwdOp::workload_inputs(const InstantiatedCase& c,
-                                                       std::uint64_t seed, Device device) {
+std::vector<Tensor> expert_mlp_inputs(const InstantiatedCase& c, std::uint64_t seed,
+                                      Device device) {
   const std::int64_t rows = spec(c, 0).shape[0];
   const std::int64_t experts = spec(c, 2).shape[0];
   return {activations(c, 0, seed, device), uniform_offsets(rows, experts, device),
           weights(c, 2, seed, device), weights(c, 3, seed, device)};
 }
 
-std::vector<Tensor> MoEExpertMLPFP8FwdOp::workload_inputs(const InstantiatedCase& c,
-                                                          std::uint64_t seed, Device device) {
+/// Uniform routing offsets; e4m3 weights of variance 1/fan-in with their block scales.
+std::vector<Tensor> expert_mlp_fp8_inputs(const InstantiatedCase& c, std::uint64_t seed,
+                                          Device device) {
   const std::int64_t rows = spec(c, 0).shape[0];
   const std::int64_t experts = spec(c, 2).shape[0];
   // e4m3 x (pre-quantized rows): values in [-2, 2) with activation scales in [0.5, 1).
@@ -203,8 +208,10 @@ std::vector<Tensor> MoEExpertMLPFP8FwdOp::workload_inputs(const InstantiatedCase
           x_scales};
 }
 
-std::vector<Tensor> MoEExpertMLPFP8MaskedFwdOp::workload_inputs(const InstantiatedCase& c,
-                                                                std::uint64_t seed, Device device) {
+/// Two rows per expert (64 tokens of top-8 over 256 experts), at most max_m; weights as
+/// MoEExpertMLPFP8FwdOp's.
+std::vector<Tensor> expert_mlp_fp8_masked_inputs(const InstantiatedCase& c, std::uint64_t seed,
+                                                 Device device) {
   const auto& x = spec(c, 0).shape;  // [E, max_m, H]
   Tensor counts = Tensor::empty({x[0]}, DType::int32);
   for (std::int64_t e = 0; e < x[0]; ++e) {
@@ -219,8 +226,8 @@ std::vector<Tensor> MoEExpertMLPFP8MaskedFwdOp::workload_inputs(const Instantiat
           fp8_scales(c, 6, 4, seed, device)};
 }
 
-std::vector<Tensor> FusedMoEExpertsFwdOp::workload_inputs(const InstantiatedCase& c,
-                                                          std::uint64_t seed, Device device) {
+std::vector<Tensor> fused_experts_inputs(const InstantiatedCase& c, std::uint64_t seed,
+                                         Device device) {
   const auto& ids = spec(c, 2).shape;
   const std::int64_t experts = spec(c, 3).shape[0];
   return {activations(c, 0, seed, device),
@@ -233,8 +240,7 @@ std::vector<Tensor> FusedMoEExpertsFwdOp::workload_inputs(const InstantiatedCase
           fp8_scales(c, 7, 4, seed, device)};
 }
 
-std::vector<Tensor> FusedMoEFwdOp::workload_inputs(const InstantiatedCase& c, std::uint64_t seed,
-                                                   Device device) {
+std::vector<Tensor> fused_moe_inputs(const InstantiatedCase& c, std::uint64_t seed, Device device) {
   const bool biased = c.inputs.size() > 4 && c.inputs[4].has_value();
   return {activations(c, 0, seed, device),
           activations(c, 1, seed, device),
@@ -245,5 +251,20 @@ std::vector<Tensor> FusedMoEFwdOp::workload_inputs(const InstantiatedCase& c, st
           fp8_scales(c, 5, 2, seed, device),
           fp8_scales(c, 6, 3, seed, device)};
 }
+
+}  // namespace
+
+TILEOPS_REGISTER_WORKLOAD_INPUTS(MoEPrePermuteFwdOp, pre_permute_inputs)
+TILEOPS_REGISTER_WORKLOAD_INPUTS(MoEPrePermuteQuantFP8FwdOp, pre_permute_quant_inputs)
+TILEOPS_REGISTER_WORKLOAD_INPUTS(MoEPrePermuteQuantFP8MaskedFwdOp, pre_permute_quant_masked_inputs)
+TILEOPS_REGISTER_WORKLOAD_INPUTS(MoEGroupedGemmFwdOp, grouped_gemm_inputs)
+TILEOPS_REGISTER_WORKLOAD_INPUTS(MoEGroupedGemmFP8FwdOp, grouped_gemm_fp8_inputs)
+TILEOPS_REGISTER_WORKLOAD_INPUTS(MoEGroupedGemmFP8MaskedFwdOp, grouped_gemm_fp8_masked_inputs)
+TILEOPS_REGISTER_WORKLOAD_INPUTS(MoEPostPermuteFwdOp, post_permute_inputs)
+TILEOPS_REGISTER_WORKLOAD_INPUTS(MoEExpertMLPFwdOp, expert_mlp_inputs)
+TILEOPS_REGISTER_WORKLOAD_INPUTS(MoEExpertMLPFP8FwdOp, expert_mlp_fp8_inputs)
+TILEOPS_REGISTER_WORKLOAD_INPUTS(MoEExpertMLPFP8MaskedFwdOp, expert_mlp_fp8_masked_inputs)
+TILEOPS_REGISTER_WORKLOAD_INPUTS(FusedMoEExpertsFwdOp, fused_experts_inputs)
+TILEOPS_REGISTER_WORKLOAD_INPUTS(FusedMoEFwdOp, fused_moe_inputs)
 
 }  // namespace tileops

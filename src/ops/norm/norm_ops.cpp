@@ -50,22 +50,19 @@ void write_rows(const Tensor& y, std::int64_t rows, std::int64_t cols, Body&& bo
 
 }  // namespace
 
-std::vector<InterfaceInfo> RMSNormFwdOp::interfaces() {
-  return {interface<RMSNormInterface>()};
-}
-std::vector<ImplementationInfo> RMSNormFwdOp::kernel_types() {
+std::vector<ImplementationInfo> gen::RMSNormFwdOpKernels::kernel_types() {
   return rms_norm_implementations();
 }
 
-void RMSNormFwdOp::forward(const SignatureCall& call, const Tensor& x, const Tensor& weight,
+void RMSNormFwdOp::forward(const Indices& call, const Tensor& x, const Tensor& weight,
                            const Tensor& y) {
   const std::int64_t cols = product(params().normalized_shape);
-  const std::int64_t rows = x.numel() / cols;
+  const std::int64_t rows = product(call.S);
   RMSNormCall spec;
   spec.device = call.device;
   spec.rows = rows;
   spec.cols = cols;
-  spec.dtype = x.dtype();
+  spec.dtype = call.T;
   auto& kernel = kernel_for<RMSNormInterface>(spec);
   const Tensor x_rows = detail::rows_or_copy(x, rows, cols);
   const Tensor w = weight_row(weight, cols);
@@ -74,22 +71,19 @@ void RMSNormFwdOp::forward(const SignatureCall& call, const Tensor& x, const Ten
   });
 }
 
-std::vector<InterfaceInfo> FusedAddRMSNormFwdOp::interfaces() {
-  return {interface<RMSNormInterface>()};
-}
-std::vector<ImplementationInfo> FusedAddRMSNormFwdOp::kernel_types() {
+std::vector<ImplementationInfo> gen::FusedAddRMSNormFwdOpKernels::kernel_types() {
   return rms_norm_implementations();
 }
 
-void FusedAddRMSNormFwdOp::forward(const SignatureCall& call, const Tensor& x,
-                                   const Tensor& residual, const Tensor& weight, const Tensor& y) {
+void FusedAddRMSNormFwdOp::forward(const Indices& call, const Tensor& x, const Tensor& residual,
+                                   const Tensor& weight, const Tensor& y) {
   const std::int64_t cols = product(params().normalized_shape);
-  const std::int64_t rows = x.numel() / cols;
+  const std::int64_t rows = product(call.S);
   RMSNormCall spec;
   spec.device = call.device;
   spec.rows = rows;
   spec.cols = cols;
-  spec.dtype = x.dtype();
+  spec.dtype = call.T;
   spec.fused_add = true;
   auto& kernel = kernel_for<RMSNormInterface>(spec);
   const Tensor x_rows = detail::rows_or_copy(x, rows, cols);

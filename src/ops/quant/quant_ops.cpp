@@ -18,11 +18,7 @@
 
 namespace tileops {
 
-std::vector<InterfaceInfo> PerTokenGroupQuantFP8FwdOp::interfaces() {
-  return {interface<TokenGroupQuantInterface>()};
-}
-
-std::vector<ImplementationInfo> PerTokenGroupQuantFP8FwdOp::kernel_types() {
+std::vector<ImplementationInfo> gen::PerTokenGroupQuantFP8FwdOpKernels::kernel_types() {
   std::vector<ImplementationInfo> table;
   table.push_back(
       implementation<TokenGroupQuantCpu>("token_group_quant_fp8_cpu", "TokenGroupQuantCpu"));
@@ -33,14 +29,14 @@ std::vector<ImplementationInfo> PerTokenGroupQuantFP8FwdOp::kernel_types() {
   return table;
 }
 
-void PerTokenGroupQuantFP8FwdOp::forward(const SignatureCall& call, const Tensor& x,
-                                         const Tensor& q, const Tensor& scales) {
+void PerTokenGroupQuantFP8FwdOp::forward(const Indices& call, const Tensor& x, const Tensor& q,
+                                         const Tensor& scales) {
   TokenGroupQuantCall spec;
   spec.device = call.device;
-  spec.rows = x.size(0);
-  spec.cols = x.size(1);
+  spec.rows = call.M;
+  spec.cols = call.K;
   spec.group_size = params().group_size;
-  spec.dtype = x.dtype();
+  spec.dtype = call.T;
   auto& kernel = kernel_for<TokenGroupQuantInterface>(spec);
   if (x.numel() == 0) return;
   kernel.forward(x.contiguous(), q, scales, params().eps);
@@ -110,8 +106,18 @@ std::vector<Tensor> token_group_quant_reference(std::span<const Tensor> in, cons
   return {q.to(DType::float8_e4m3fn), scales};
 }
 
+/// The row-sampled reference (`tileops bench` checks the cases too large for the whole one with
+/// it): a row's groups read that row alone, so the sampled rows of x give the sampled rows of q
+/// and scales, as the whole reference computes them.
+std::vector<Tensor> token_group_quant_sampled(std::span<const Tensor> in, const ParamMap& p,
+                                              std::span<const std::int64_t> rows) {
+  const Tensor x = gather_rows(in[0], rows);
+  return token_group_quant_reference(std::span<const Tensor>(&x, 1), p);
+}
+
 }  // namespace
 
 TILEOPS_REGISTER_REFERENCE(PerTokenGroupQuantFP8FwdOp, token_group_quant_reference)
+TILEOPS_REGISTER_SAMPLED_REFERENCE(PerTokenGroupQuantFP8FwdOp, token_group_quant_sampled)
 
 }  // namespace tileops

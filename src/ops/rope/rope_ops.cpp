@@ -38,11 +38,7 @@ LongRoPEFwdOp::LongRoPEFwdOp(Params params, Target target)
       this->params().max_position_embeddings, this->params().original_max_position_embeddings));
 }
 
-std::vector<InterfaceInfo> LongRoPEFwdOp::interfaces() {
-  return {interface<LongRoPEInterface>()};
-}
-
-std::vector<ImplementationInfo> LongRoPEFwdOp::kernel_types() {
+std::vector<ImplementationInfo> gen::LongRoPEFwdOpKernels::kernel_types() {
   std::vector<ImplementationInfo> table;
   table.push_back(implementation<LongRoPECpu>("long_rope_cpu", "LongRoPECpu"));
 #if TILEOPS_WITH_CUDA
@@ -59,17 +55,17 @@ const Tensor& LongRoPEFwdOp::inv_freq_on(const Device& device) {
   return it->second;
 }
 
-void LongRoPEFwdOp::forward(const SignatureCall& call, const Tensor& x, const Tensor& positions,
+void LongRoPEFwdOp::forward(const Indices& call, const Tensor& x, const Tensor& positions,
                             const Tensor& y) {
-  const bool bshd = params().layout == "bshd";
-  const std::int64_t batch = bshd ? x.size(0) : 1;
-  const std::int64_t seq = bshd ? x.size(1) : x.size(0);
-  const std::int64_t heads = bshd ? x.size(2) : 1;
+  // The 'sd' layout solves no B or H: one sequence of one head.
+  const std::int64_t batch = call.B.value_or(1);
+  const std::int64_t seq = call.S;
+  const std::int64_t heads = call.H.value_or(1);
   LongRoPECall spec;
   spec.device = call.device;
-  spec.dtype = x.dtype();
+  spec.dtype = call.T;
   spec.has_positions = positions.defined();
-  spec.positions_dtype = positions.defined() ? positions.dtype() : DType::int64;
+  spec.positions_dtype = call.P.value_or(DType::int64);
   spec.half_dim = inv_freq_.numel();
   auto& kernel = kernel_for<LongRoPEInterface>(spec);
   const Tensor x_c = x.contiguous();

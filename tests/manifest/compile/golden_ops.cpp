@@ -11,18 +11,23 @@ namespace golden {
 using tileops::SignatureCall;
 using tileops::Tensor;
 
+// forward taking the typed indices (what src/ops/ writes) ...
 class MiniMatmulFwdOp final : public tileops::gen::MiniMatmulFwdOpBase<MiniMatmulFwdOp> {
  public:
   using MiniMatmulFwdOpBase::MiniMatmulFwdOpBase;
-  void forward(const SignatureCall& call, const Tensor& x, const Tensor& w, const Tensor& bias,
+  void forward(const Indices& call, const Tensor& x, const Tensor& w, const Tensor& bias,
                const Tensor& y) {
-    (void)call, (void)x, (void)w, (void)bias, (void)y;
+    const SignatureCall& record = call;
+    (void)record, (void)call.device, (void)x, (void)w, (void)bias, (void)y;
   }
 };
 
+// ... or the record, which the indices convert to; a composite's delegate_types comes from its
+// composition.
 class MiniSplitFwdOp final : public tileops::gen::MiniSplitFwdOpBase<MiniSplitFwdOp> {
  public:
   using MiniSplitFwdOpBase::MiniSplitFwdOpBase;
+  static_assert(tileops::detail::HasDelegateTypes<MiniSplitFwdOpBase>);
 
  private:
   friend class tileops::gen::MiniSplitFwdOpBase<MiniSplitFwdOp>;

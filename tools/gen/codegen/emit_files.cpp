@@ -22,6 +22,7 @@ std::string family_header(const std::string& family, const std::string& source,
       "#include <span>\n"
       "#include <string>\n"
       "#include <tuple>\n"
+      "#include <vector>\n"
       "\n"
       "#include \"tileops/base/op.h\"\n"
       "#include \"tileops/base/schema.h\"\n"

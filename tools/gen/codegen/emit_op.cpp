@@ -81,6 +81,7 @@ std::string join(const std::vector<std::string>& v, const std::string& sep) {
 std::string OpEmitter::header() {
   Code c;
   params_struct(c);
+  indices_struct(c);
   c.line("namespace detail {");
   c.line("const ::tileops::OpSchema& " + name_ + "_schema();");
   c.line("void " + name_ + "_check_params(const void* params);");
@@ -101,6 +102,8 @@ std::string OpEmitter::source() {
   c.line();
   c.line("namespace {");
   c.line("::tileops::Roofline " + name_ + "_eval_roofline(const ::tileops::SignatureCall& c);");
+  if (op_.has_peak)
+    c.line("std::string " + name_ + "_roof_key(const ::tileops::SignatureCall* c);");
   c.line("::tileops::InstantiatedCase " + name_ +
          "_instantiate(const ::tileops::WorkloadRow& row, std::size_t dtype_case);");
   c.line("}  // namespace");
@@ -113,6 +116,7 @@ std::string OpEmitter::source() {
   c.line("namespace {");
   c.line();
   eval_roofline(c);
+  roof_key(c);
   instantiate(c);
   c.line("}  // namespace");
   c.line();

@@ -93,6 +93,7 @@ void OpEmitter::schema(Code& c) {
   for (const auto& co : compile_ops(op_)) c.line(q(co.schema) + ",");
   c.close(";");
   c.line("s.eval_roofline = &" + name_ + "_eval_roofline;");
+  if (op_.has_peak) c.line("s.roof_key = &" + name_ + "_roof_key;");
   c.line("s.instantiate = &" + name_ + "_instantiate;");
   c.line("return s;");
   c.close("();");

@@ -22,6 +22,26 @@ void OpEmitter::eval_roofline(Code& c) {
   c.line();
 }
 
+void OpEmitter::roof_key(Code& c) {
+  if (!op_.has_peak) return;
+  c.open("std::string " + name_ + "_roof_key([[maybe_unused]] const ::tileops::SignatureCall* c)");
+  if (!op_.peak.index.empty()) {
+    std::size_t k = 0;
+    for (std::size_t i = 0; i < info_.slots.size(); ++i) {
+      if (info_.slots[i].name == op_.peak.index) k = i;
+    }
+    c.line("const ::tileops::DType* d =");
+    c.line("    c != nullptr ? std::get_if<::tileops::DType>(&c->indices[" + std::to_string(k) +
+           "]) : nullptr;");
+    for (const auto& [dtype, key] : op_.peak.by_dtype) {
+      c.line("if (d != nullptr && *d == " + cpp_dtype(dtype) + ") return " + q(key) + ";");
+    }
+  }
+  c.line("return " + q(op_.peak.key) + ";");
+  c.close();
+  c.line();
+}
+
 void OpEmitter::instantiate(Code& c) {
   c.open("::tileops::InstantiatedCase " + name_ +
          "_instantiate(const ::tileops::WorkloadRow& row, std::size_t dtype_case)");

@@ -42,6 +42,13 @@ class OpEmitter {
   // Op::dtype() for an op that takes a dtype at construction: the parameter named `dtype`, else
   // the first `torch.dtype` (or `torch.dtype | None`) parameter.
   void dtype_override(Code& c);
+  // The typed solved indices handed to forward (`XIndices`): the forall indices and lets of the
+  // call record, typed; an index that some branch leaves unsolved (or of a `X | None` kind) is
+  // optional. The record and its device travel with them, and the struct converts to the record
+  // (so a forward taking `const SignatureCall&` still compiles).
+  void indices_struct(Code& c);
+  // The names of the index slots every branch solves.
+  std::set<std::string> solved_on_every_branch();
   // The data TypedOp reads (include/tileops/base/typed_op.h): the counts of the signature and
   // the generated functions of this entry.
   void traits_struct(Code& c);
@@ -84,6 +91,8 @@ class OpEmitter {
 
   // ---- roofline and workload instantiation (emit_op_workloads.cpp) ----
   void eval_roofline(Code& c);
+  // roofline.peak as the schema's roof_key function.
+  void roof_key(Code& c);
   // A workload row as a runnable case: construction-time tensors are random in [1, 2), seeded
   // from the label, so a row gives the same tensors on every run and machine.
   void instantiate(Code& c);

@@ -56,6 +56,7 @@ class FileLoader {
 
   // ---- roofline, workloads, composition (loader_sections.cpp) ----
   void load_roofline(OpDecl& op, const MapEntry& r);
+  void load_peak(OpDecl& op, const MapEntry& p);
   void load_workloads(OpDecl& op, const MapEntry& w);
   void load_composition(OpDecl& op, const MapEntry& c);
 

@@ -6,8 +6,59 @@
 
 namespace tgen::loading {
 
+namespace {
+
+/// A hardware-profile key: "<unit>.<format>", lowercase letters, digits and underscores.
+bool peak_key(const std::string& s) {
+  const auto dot = s.find('.');
+  if (dot == std::string::npos || dot == 0 || dot + 1 == s.size() || s.find('.', dot + 1) != s.npos)
+    return false;
+  for (const char ch : s) {
+    if (ch != '.' && ch != '_' && !(ch >= 'a' && ch <= 'z') && !(ch >= '0' && ch <= '9'))
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void FileLoader::load_peak(OpDecl& op, const MapEntry& p) {
+  op.has_peak = true;
+  op.peak.line = value_line(p);
+  const auto key_of = [&](const MapEntry& e, std::string& out) {
+    const auto v = scalar_string(e.value);
+    if (!v || !peak_key(*v)) {
+      error(value_line(e), "roofline.peak: '" + node_text(e.value) +
+                               "' is not a hardware-profile key such as tensor_core.bf16");
+      return;
+    }
+    out = *v;
+  };
+  if (!p.value.IsMap()) {
+    key_of(p, op.peak.key);
+    return;
+  }
+  const auto es = entries(p.value, "roofline.peak", {});
+  for (const auto& e : es) {
+    if (e.key == "index") {
+      op.peak.index = scalar_string(e.value).value_or("");
+      if (op.peak.index.empty()) error(value_line(e), "roofline.peak index must be a name");
+    } else if (e.key == "default") {
+      key_of(e, op.peak.key);
+    } else {
+      op.peak.by_dtype.emplace_back(e.key, "");
+      key_of(e, op.peak.by_dtype.back().second);
+    }
+  }
+  if (op.peak.index.empty() || !find(es, "default")) {
+    error(op.peak.line,
+          "roofline.peak by dtype needs 'index' (a DType index) and 'default' (the key before any "
+          "call and for the other dtypes)");
+  }
+}
+
 void FileLoader::load_roofline(OpDecl& op, const MapEntry& r) {
-  const auto es = entries(r.value, "roofline", {"flops", "bytes"});
+  const auto es = entries(r.value, "roofline", {"flops", "bytes", "peak"});
   const MapEntry* flops = find(es, "flops");
   if (!flops) {
     error(r.line, "roofline is missing required field 'flops'");
@@ -20,6 +71,7 @@ void FileLoader::load_roofline(OpDecl& op, const MapEntry& r) {
     op.has_bytes = true;
     op.bytes = expression(bytes->value, value_line(*bytes), "roofline.bytes", ok);
   }
+  if (const MapEntry* peak = find(es, "peak")) load_peak(op, *peak);
   if (!ok) op.complete = false;
 }
 

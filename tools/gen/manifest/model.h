@@ -145,6 +145,16 @@ struct WorkloadDecl {
   std::vector<DTypeRow> dtype_cases;
 };
 
+/// roofline.peak: the key of the hardware profile's peak the roofline's flops run at
+/// ("tensor_core.bf16"): one key, or a key per dtype of one DType index of the call (`index`,
+/// `by_dtype`), `key` then serving the other dtypes and the time before any call.
+struct PeakDecl {
+  std::string key;
+  std::string index;
+  std::vector<std::pair<std::string, std::string>> by_dtype;  // dtype -> key
+  int line = 0;
+};
+
 struct StageDecl {
   std::string name;
   std::string op;
@@ -176,6 +186,8 @@ struct OpDecl {
   ExprSrc flops;
   bool has_bytes = false;
   ExprSrc bytes;
+  bool has_peak = false;
+  PeakDecl peak;
 
   std::vector<WorkloadDecl> workloads;
 

@@ -109,6 +109,7 @@ class OpValidator {
   void rules();
   void combos_table();
   void roofline();
+  void peak();
   void composition();
   void read_names(const Expr& e, std::set<std::string>& out);
   // A forall index that no shape, dtype, let, rule or roofline reads is an error: it could

@@ -35,6 +35,7 @@ OpInfo OpValidator::run() {
   rules();
   combos_table();
   roofline();
+  peak();
   composition();
   unused_indices();
   if (diags_.size() != before) return std::move(info_);

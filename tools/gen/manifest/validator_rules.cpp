@@ -87,6 +87,25 @@ void OpValidator::roofline() {
   }
 }
 
+void OpValidator::peak() {
+  if (!op_.has_peak || op_.peak.index.empty()) return;
+  const IndexDecl* index = nullptr;
+  for (const auto& f : op_.forall) {
+    if (f.name == op_.peak.index) index = &f;
+  }
+  if (index == nullptr || index->k != IndexDecl::K::dtype) {
+    error(op_.peak.line,
+          "roofline.peak index '" + op_.peak.index + "' is not a forall DType index");
+    return;
+  }
+  for (const auto& [dtype, key] : op_.peak.by_dtype) {
+    if (std::find(index->dtypes.begin(), index->dtypes.end(), dtype) == index->dtypes.end()) {
+      error(op_.peak.line, "roofline.peak: '" + dtype + "' is not a dtype of " + index->name +
+                               " (" + index->kind_text + ")");
+    }
+  }
+}
+
 void OpValidator::composition() {
   for (const auto& s : op_.stages) {
     if (s.op.empty()) continue;
@@ -130,6 +149,7 @@ void OpValidator::unused_indices() {
   }
   if (op_.flops.ast) read_names(*op_.flops.ast, read);
   if (op_.has_bytes && op_.bytes.ast) read_names(*op_.bytes.ast, read);
+  if (op_.has_peak && !op_.peak.index.empty()) read.insert(op_.peak.index);
   for (const auto& f : op_.forall) {
     if (!read.count(f.name)) {
       error(f.line, "forall index '" + f.name + "' is never used");

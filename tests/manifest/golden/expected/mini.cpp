@@ -22,6 +22,7 @@ namespace ex = ::tileops::expr;
 
 namespace {
 ::tileops::Roofline MiniMatmulFwdOp_eval_roofline(const ::tileops::SignatureCall& c);
+std::string MiniMatmulFwdOp_roof_key(const ::tileops::SignatureCall* c);
 ::tileops::InstantiatedCase MiniMatmulFwdOp_instantiate(const ::tileops::WorkloadRow& row, std::size_t dtype_case);
 }  // namespace
 
@@ -32,7 +33,7 @@ const ::tileops::OpSchema& MiniMatmulFwdOp_schema() {
     s.family = "mini";
     s.status = "spec-only";
     s.ref_api = "torch.matmul";
-    s.doc = "y = x @ w with an optional bias: a bool type family (w may be transposed), a Dim solved from one\ninput and checked against another, an optional input whose DType index exists only when it is\npassed, an `X | None` param, a fixed tuple param, a `torch.dtype | None` param (Op::dtype()), a\nlet, dtype_combos and an explicit bytes.";
+    s.doc = "y = x @ w with an optional bias: a bool type family (w may be transposed), a Dim solved from one\ninput and checked against another, an optional input whose DType index exists only when it is\npassed, an `X | None` param, a fixed tuple param, a `torch.dtype | None` param (Op::dtype()), a\nlet, dtype_combos, an explicit bytes and a peak by dtype.";
     s.source = "golden/mini.yaml:7";
     s.indices = {
       {"M", "Dim"},
@@ -95,6 +96,7 @@ const ::tileops::OpSchema& MiniMatmulFwdOp_schema() {
       "(str key, Tensor x, Tensor w, Tensor\077 bias) -> Tensor",
     };
     s.eval_roofline = &MiniMatmulFwdOp_eval_roofline;
+    s.roof_key = &MiniMatmulFwdOp_roof_key;
     s.instantiate = &MiniMatmulFwdOp_instantiate;
     return s;
   }();
@@ -405,6 +407,14 @@ namespace {
   return r;
 }
 
+std::string MiniMatmulFwdOp_roof_key([[maybe_unused]] const ::tileops::SignatureCall* c) {
+  const ::tileops::DType* d =
+      c != nullptr ? std::get_if<::tileops::DType>(&c->indices[3]) : nullptr;
+  if (d != nullptr && *d == ::tileops::DType::bfloat16) return "tensor_core.bf16";
+  if (d != nullptr && *d == ::tileops::DType::float16) return "tensor_core.bf16";
+  return "cuda_core.fp32";
+}
+
 ::tileops::InstantiatedCase MiniMatmulFwdOp_instantiate(const ::tileops::WorkloadRow& row, std::size_t dtype_case) {
   [[maybe_unused]] static constexpr std::string_view kOp = "MiniMatmulFwdOp";
   ::tileops::ParamMap given;
@@ -525,6 +535,7 @@ namespace {
 
 namespace {
 ::tileops::Roofline MiniSplitFwdOp_eval_roofline(const ::tileops::SignatureCall& c);
+std::string MiniSplitFwdOp_roof_key(const ::tileops::SignatureCall* c);
 ::tileops::InstantiatedCase MiniSplitFwdOp_instantiate(const ::tileops::WorkloadRow& row, std::size_t dtype_case);
 }  // namespace
 
@@ -536,7 +547,7 @@ const ::tileops::OpSchema& MiniSplitFwdOp_schema() {
     s.status = "spec-only";
     s.ref_api = "";
     s.doc = "Splits x [*S, 2 * D] into halves lo and hi and accumulates into acc: a Shape splice, an affine\naxis, a mutated input, two outputs (one with buffer: out), an enum param, a construction-time\ntensor solving an index, and a composition.";
-    s.source = "golden/mini.yaml:56";
+    s.source = "golden/mini.yaml:57";
     s.indices = {
       {"S", "Shape"},
       {"D", "Dim"},
@@ -587,6 +598,7 @@ const ::tileops::OpSchema& MiniSplitFwdOp_schema() {
     s.compile_op_schemas = {
     };
     s.eval_roofline = &MiniSplitFwdOp_eval_roofline;
+    s.roof_key = &MiniSplitFwdOp_roof_key;
     s.instantiate = &MiniSplitFwdOp_instantiate;
     return s;
   }();
@@ -744,6 +756,10 @@ namespace {
   r.flops = static_cast<double>(ex::mul(ex::mul(ex::prod(ex::index_as<::tileops::Sizes>(c.indices[0], kOp, "S")), ex::index_as<std::int64_t>(c.indices[1], kOp, "D")), ((std::string_view(ex::index_as<std::string>(c.indices[4], kOp, "mode")) == std::string_view{"sum"}) ? std::int64_t{2} : std::int64_t{1})));
   r.bytes = c.traffic_bytes();
   return r;
+}
+
+std::string MiniSplitFwdOp_roof_key([[maybe_unused]] const ::tileops::SignatureCall* c) {
+  return "cuda_core.fp32";
 }
 
 ::tileops::InstantiatedCase MiniSplitFwdOp_instantiate(const ::tileops::WorkloadRow& row, std::size_t dtype_case) {

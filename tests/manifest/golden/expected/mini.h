@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "tileops/base/op.h"
 #include "tileops/base/schema.h"
@@ -21,13 +22,37 @@ namespace tileops::gen {
 /// y = x @ w with an optional bias: a bool type family (w may be transposed), a Dim solved from one
 /// input and checked against another, an optional input whose DType index exists only when it is
 /// passed, an `X | None` param, a fixed tuple param, a `torch.dtype | None` param (Op::dtype()), a
-/// let, dtype_combos and an explicit bytes.
+/// let, dtype_combos, an explicit bytes and a peak by dtype.
 /// Parameters of MiniMatmulFwdOp (manifest order; golden/mini.yaml:7).
 struct MiniMatmulFwdOpParams {
   bool transpose = false;  // bool, kw_only
   std::optional<double> alpha = std::nullopt;  // float | None
   ::tileops::Sizes tile = ::tileops::Sizes{64, 64};  // tuple[int, int]
   std::optional<::tileops::DType> out_dtype = std::nullopt;  // torch.dtype | None, kw_only
+};
+
+/// The solved indices of a call of MiniMatmulFwdOp, typed, as its forward reads them (the forall
+/// indices, then the lets; optional where a branch leaves one unsolved), with the call's
+/// record and device. Converts to the record.
+struct MiniMatmulFwdOpIndices {
+  const ::tileops::SignatureCall& record;
+  const ::tileops::Device& device;
+  std::int64_t M;  // Dim
+  std::int64_t K;  // Dim
+  std::int64_t N;  // Dim
+  ::tileops::DType T;  // DType[float16 | bfloat16]
+  std::optional<::tileops::DType> A;  // DType[float32 | float16]
+  std::int64_t tiles;  // let
+  explicit MiniMatmulFwdOpIndices(const ::tileops::SignatureCall& c)
+      : record(c),
+        device(c.device),
+        M(std::get<std::int64_t>(c.indices[0])),
+        K(std::get<std::int64_t>(c.indices[1])),
+        N(std::get<std::int64_t>(c.indices[2])),
+        T(std::get<::tileops::DType>(c.indices[3])),
+        A(::tileops::detail::optional_index<::tileops::DType>(c.indices[4])),
+        tiles(std::get<std::int64_t>(c.indices[7])) {}
+  operator const ::tileops::SignatureCall&() const { return record; }
 };
 
 namespace detail {
@@ -51,13 +76,21 @@ struct MiniMatmulFwdOpTraits {
   static constexpr auto check_call = &detail::MiniMatmulFwdOp_check_call;
 };
 
+/// The in-tree implementations of MiniMatmulFwdOp, defined in the op's source (an op class may
+/// declare its own kernel_types() instead).
+struct MiniMatmulFwdOpKernels {
+  static std::vector<::tileops::ImplementationInfo> kernel_types();
+};
+
 /// The generated base of MiniMatmulFwdOp: the typed call on top of TypedOp (parameters,
 /// construction, signature check). The op class derives as `class MiniMatmulFwdOp final : public gen::MiniMatmulFwdOpBase<MiniMatmulFwdOp>`
-/// and defines forward(const SignatureCall&, inputs..., outputs...).
+/// and defines forward(const Indices&, inputs..., outputs...).
 template <class Derived>
-class MiniMatmulFwdOpBase : public ::tileops::TypedOp<MiniMatmulFwdOpTraits, Derived> {
+class MiniMatmulFwdOpBase : public ::tileops::TypedOp<MiniMatmulFwdOpTraits, Derived>, public MiniMatmulFwdOpKernels {
  public:
   using ::tileops::TypedOp<MiniMatmulFwdOpTraits, Derived>::TypedOp;
+  /// What forward receives first: the call's solved indices, typed.
+  using Indices = MiniMatmulFwdOpIndices;
 
   /// Inputs: x [M, K] T; w WShape[transpose, K, N] T; bias [N] A (optional); returns y [M, N] T.
   ::tileops::Tensor operator()(const ::tileops::Tensor& x, const ::tileops::Tensor& w, const ::tileops::Tensor& bias = ::tileops::Tensor()) {
@@ -72,19 +105,39 @@ class MiniMatmulFwdOpBase : public ::tileops::TypedOp<MiniMatmulFwdOpTraits, Der
  private:
   void run_forward(const ::tileops::SignatureCall& c, const ::tileops::CallArgs& a,
                    std::span<const ::tileops::Tensor> o) final {
-    static_cast<Derived*>(this)->forward(c, *a.inputs[0], *a.inputs[1], *a.inputs[2], o[0]);
+    static_cast<Derived*>(this)->forward(MiniMatmulFwdOpIndices(c), *a.inputs[0], *a.inputs[1], *a.inputs[2], o[0]);
   }
 };
 
 /// Splits x [*S, 2 * D] into halves lo and hi and accumulates into acc: a Shape splice, an affine
 /// axis, a mutated input, two outputs (one with buffer: out), an enum param, a construction-time
 /// tensor solving an index, and a composition.
-/// Parameters of MiniSplitFwdOp (manifest order; golden/mini.yaml:56).
+/// Parameters of MiniSplitFwdOp (manifest order; golden/mini.yaml:57).
 struct MiniSplitFwdOpParams {
   /// how acc combines the halves
   std::string mode = std::string("sum");  // 'sum' | 'max'
   ::tileops::Tensor scale;  // torch.Tensor float32 [G]
   ::tileops::Sizes groups = ::tileops::Sizes{1};  // list[int]
+};
+
+/// The solved indices of a call of MiniSplitFwdOp, typed, as its forward reads them (the forall
+/// indices, then the lets; optional where a branch leaves one unsolved), with the call's
+/// record and device. Converts to the record.
+struct MiniSplitFwdOpIndices {
+  const ::tileops::SignatureCall& record;
+  const ::tileops::Device& device;
+  const ::tileops::Sizes& S;  // Shape
+  std::int64_t D;  // Dim
+  std::int64_t G;  // Dim
+  ::tileops::DType T;  // DType[float32 | bfloat16]
+  explicit MiniSplitFwdOpIndices(const ::tileops::SignatureCall& c)
+      : record(c),
+        device(c.device),
+        S(std::get<::tileops::Sizes>(c.indices[0])),
+        D(std::get<std::int64_t>(c.indices[1])),
+        G(std::get<std::int64_t>(c.indices[2])),
+        T(std::get<::tileops::DType>(c.indices[3])) {}
+  operator const ::tileops::SignatureCall&() const { return record; }
 };
 
 namespace detail {
@@ -110,11 +163,19 @@ struct MiniSplitFwdOpTraits {
 
 /// The generated base of MiniSplitFwdOp: the typed call on top of TypedOp (parameters,
 /// construction, signature check). The op class derives as `class MiniSplitFwdOp final : public gen::MiniSplitFwdOpBase<MiniSplitFwdOp>`
-/// and defines forward(const SignatureCall&, inputs..., outputs...).
+/// and defines forward(const Indices&, inputs..., outputs...).
 template <class Derived>
 class MiniSplitFwdOpBase : public ::tileops::TypedOp<MiniSplitFwdOpTraits, Derived> {
  public:
   using ::tileops::TypedOp<MiniSplitFwdOpTraits, Derived>::TypedOp;
+  /// What forward receives first: the call's solved indices, typed.
+  using Indices = MiniSplitFwdOpIndices;
+
+  /// The composition's stages that hold a sub-op (stage -> sub-op class, stage order):
+  /// what delegate_for may hold there.
+  static std::vector<::tileops::DelegateType> delegate_types() {
+    return {{"split", "MiniMatmulFwdOp"}};
+  }
 
   /// Inputs: x [*S, 2 * D] T; acc [*S, D] float32 (mutated); returns lo [*S, D] T hi [*S, D] T; `out` is written when given.
   std::tuple<::tileops::Tensor, ::tileops::Tensor> operator()(const ::tileops::Tensor& x, const ::tileops::Tensor& acc, const ::tileops::Tensor& out = ::tileops::Tensor()) {
@@ -124,7 +185,7 @@ class MiniSplitFwdOpBase : public ::tileops::TypedOp<MiniSplitFwdOpTraits, Deriv
  private:
   void run_forward(const ::tileops::SignatureCall& c, const ::tileops::CallArgs& a,
                    std::span<const ::tileops::Tensor> o) final {
-    static_cast<Derived*>(this)->forward(c, *a.inputs[0], *a.inputs[1], o[0], o[1]);
+    static_cast<Derived*>(this)->forward(MiniSplitFwdOpIndices(c), *a.inputs[0], *a.inputs[1], o[0], o[1]);
   }
 };
 

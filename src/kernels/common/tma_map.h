@@ -1,0 +1,25 @@
+// Internal: the TMA tensor maps of the Hopper kernels (the grouped GEMMs, attention): a 2D or
+// 3D row-major tensor read or written in boxes, 128-byte swizzle (tma.cuh moves the boxes).
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+namespace tileops::cuda_kernels::hopper {
+
+/// A map over the row-major [rows, cols] tensor at `base` (elements of `elem_bytes` bytes, rows
+/// of cols elements, cols * elem_bytes a multiple of 16), in boxes of box_cols x box_rows
+/// (box_cols * elem_bytes <= 128), 128-byte swizzle, zero fill past the bounds. UsageError when
+/// the driver entry point is missing or refuses the map.
+CUtensorMap make_tma_map_2d(const void* base, CUtensorMapDataType type, int elem_bytes,
+                            int64_t rows, int64_t cols, int box_cols, int box_rows);
+
+/// A map over the row-major [outer, middle, inner] tensor at `base` (inner * elem_bytes a multiple
+/// of 16), in boxes of box_inner x box_middle x box_outer (box_inner * elem_bytes <= 128), 128-byte
+/// swizzle, zero fill past the bounds. UsageError as make_tma_map_2d.
+CUtensorMap make_tma_map_3d(const void* base, CUtensorMapDataType type, int elem_bytes,
+                            int64_t outer, int64_t middle, int64_t inner, int box_inner,
+                            int box_middle, int box_outer);
+
+}  // namespace tileops::cuda_kernels::hopper
