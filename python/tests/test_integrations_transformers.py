@@ -42,6 +42,7 @@ transformers = pytest.importorskip("transformers", reason="transformers is not i
 from tileops.integrations.transformers import (  # noqa: E402
     KINDS,
     SUPPORTED_TRANSFORMERS,
+    TileOpsAttention,
     TileOpsMoE,
     TileOpsNotServedWarning,
     TileOpsRMSNorm,
@@ -484,7 +485,7 @@ def test_fp8_experts_take_the_fp8_path_on_their_own_tensors(device: str) -> None
     experts = model.model.layers[1].mlp.experts
     assert type(experts).__name__ == "FP8Experts" and experts.gate_up_proj.dtype == torch.float8_e4m3fn
     counts = apply_tileops(model)
-    assert counts == {"rms_norm": 9, "rope": 2, "moe": 1}
+    assert counts == {"rms_norm": 9, "rope": 2, "moe": 1, "attention": 0}  # MLA: not served
     block = model.model.layers[1].mlp
     assert block.fp8
     with torch.inference_mode(), TileOpsCalls() as calls:
@@ -515,8 +516,8 @@ def test_routing_the_op_refuses_is_reported() -> None:
     model.model.layers[1].mlp.gate.topk_group = 5  # more groups kept than the 4 there are
     with pytest.warns(TileOpsNotServedWarning, match="topk_group"):
         counts = apply_tileops(model)
-    assert counts == {"rms_norm": 9, "rope": 2, "moe": 0}
-    (item,) = tileops_report(model).not_served
+    assert counts == {"rms_norm": 9, "rope": 2, "moe": 0, "attention": 0}
+    (item,) = [n for n in tileops_report(model).not_served if n.kind == "moe"]
     assert item.path == "model.layers.1.mlp" and "topk_group <= n_group" in item.reason
 
 
@@ -528,7 +529,7 @@ def test_dynamic_rope_is_reported_and_the_rest_served() -> None:
     reference = copy.deepcopy(model)
     with pytest.warns(TileOpsNotServedWarning, match="dynamic"):
         counts = apply_tileops(model)
-    assert counts == {"rms_norm": 5, "rope": 0, "moe": 0}
+    assert counts == {"rms_norm": 5, "rope": 0, "moe": 0, "attention": 2}  # attention without rope
     assert not isinstance(model.model.rotary_emb, TileOpsRotaryEmbedding)
     _compare_logits(model, reference, torch.float32, "cpu", TOLERANCE[torch.float32])
 
@@ -540,9 +541,9 @@ def test_unknown_architecture_modules_are_reported() -> None:
     model = transformers.AutoModelForCausalLM.from_config(config)
     with pytest.warns(TileOpsNotServedWarning, match="GemmaRMSNorm"):
         counts = apply_tileops(model)
-    assert counts == {"rms_norm": 0, "rope": 0, "moe": 0}
+    assert counts == {"rms_norm": 0, "rope": 0, "moe": 0, "attention": 0}
     kinds = Counter(n.kind for n in tileops_report(model).not_served)
-    assert kinds == {"rms_norm": 3, "rope": 1}
+    assert kinds == {"rms_norm": 3, "rope": 1, "attention": 1}
 
 
 def test_strict_raises_before_changing_anything() -> None:
@@ -556,10 +557,10 @@ def test_strict_raises_before_changing_anything() -> None:
 def test_kinds_select_and_unknown_kind_is_an_error() -> None:
     model = tiny_model("qwen3_moe", torch.bfloat16)
     assert apply_tileops(model, kinds=["moe"]) == {"moe": 2}
-    assert apply_tileops(model) == {"rms_norm": 9, "rope": 2, "moe": 0}  # the rest; moe done
-    assert apply_tileops(model) == {"rms_norm": 0, "rope": 0, "moe": 0}  # idempotent
+    assert apply_tileops(model) == {"rms_norm": 9, "rope": 2, "moe": 0, "attention": 2}  # the rest
+    assert apply_tileops(model) == {"rms_norm": 0, "rope": 0, "moe": 0, "attention": 0}  # idempotent
     with pytest.raises(tileops.UsageError, match="unknown kind"):
-        apply_tileops(model, kinds=["attention"])
+        apply_tileops(model, kinds=["flash_attention"])
 
 
 def test_autograd_runs_transformers_forward() -> None:
@@ -625,14 +626,16 @@ def test_patching_one_model_leaves_others_and_the_modeling_module_alone() -> Non
     patched, reference, _ = _pair("phi3", torch.float32)
     other = tiny_model("phi3", torch.float32, seed=1)
     assert modeling_phi3.apply_rotary_pos_emb is rotate
-    assert type(patched.model.layers[0].self_attn).forward is type(other.model.layers[0].self_attn).forward
+    assert type(patched.model.layers[0].self_attn.hf_module) is type(other.model.layers[0].self_attn)
     ids = _ids(0, 1, 8, "cpu")
     with torch.inference_mode(), TileOpsCalls() as calls:
         other(ids)
     assert sum(calls.calls.values()) == 0
     counts = remove_tileops(patched)
-    assert counts == {"rms_norm": 5, "rope": 1, "moe": 0}
-    assert not any(isinstance(m, (TileOpsRMSNorm, TileOpsRotaryEmbedding)) for m in patched.modules())
+    assert counts == {"rms_norm": 5, "rope": 1, "moe": 0, "attention": 2}
+    assert not any(isinstance(m, (TileOpsRMSNorm, TileOpsRotaryEmbedding, TileOpsAttention))
+                   for m in patched.modules())
+    assert all("forward" not in vars(m) for m in patched.modules())
     with torch.inference_mode():
         torch.testing.assert_close(patched(ids).logits, reference(ids).logits, rtol=0, atol=0)
 

@@ -55,3 +55,11 @@ class Replacement(nn.Module):
         super()._apply(fn, recurse)
         self.hf_module._apply(fn, recurse)
         return self
+
+
+def unwrapped(module: nn.Module) -> nn.Module:
+    """The transformers attention module an attention replacement stands in for, else `module`
+    (the rope kind rebinds the attention modules under a replacement too)."""
+    if isinstance(module, Replacement) and module.kind == "attention":
+        return module.hf_module
+    return module
