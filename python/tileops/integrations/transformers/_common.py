@@ -50,6 +50,13 @@ class Replacement(nn.Module):
 
     hf_module: nn.Module
 
+    def train(self, mode: bool = True) -> Replacement:
+        # The replaced module's forward (calls tileops does not serve; the attention kind's
+        # rebound forward) reads its own `training`.
+        super().train(mode)
+        self.hf_module.train(mode)
+        return self
+
     def _apply(self, fn, recurse=True):  # type: ignore[no-untyped-def]
         # model.to(...) reaches the unregistered module too (its buffers are not shared).
         super()._apply(fn, recurse)
