@@ -23,14 +23,11 @@ Usage: python3 bench/attention_decode_layout.py [--device cpu|cuda] [--dtype bfl
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
-from collections.abc import Callable
-from typing import Any
 
 import torch
 
 import tileops
+from tileops.models._timing import median_ms
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 HQ, HKV, D = 32, 8, 128
@@ -41,25 +38,6 @@ class _Module(torch.nn.Module):
 
     is_causal = True
     num_key_value_groups = HQ // HKV
-
-
-def _median_ms(fn: Callable[[], Any], device: str, iters: int) -> float:
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(iters):
-        if device == "cuda":
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            stop.record()
-            stop.synchronize()
-            times.append(start.elapsed_time(stop))
-        else:
-            t0 = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
 
 
 def _offsets(n: int, step: int, device: str) -> torch.Tensor:
@@ -94,11 +72,11 @@ def decode_row(ctx: int, dtype: torch.dtype, device: str, iters: int) -> dict[st
         err = (fn().reshape(HQ, D).float() - want).abs().max().item()
         assert err < 5e-2, f"{fn.__name__}: max error {err}"
     return {
-        "sdpa": _median_ms(lambda: sdpa_attention_forward(module, q, k, v, None, scaling=scale), device, iters),
-        "copy k,v": _median_ms(lambda: (k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous()),
-                               device, iters),
-        "op tokens": _median_ms(tokens, device, iters),
-        "op per-head": _median_ms(per_head, device, iters),
+        "sdpa": median_ms(lambda: sdpa_attention_forward(module, q, k, v, None, scaling=scale), device, 3, iters),
+        "copy k,v": median_ms(lambda: (k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous()),
+                              device, 3, iters),
+        "op tokens": median_ms(tokens, device, 3, iters),
+        "op per-head": median_ms(per_head, device, 3, iters),
     }
 
 
@@ -118,8 +96,8 @@ def prefill_row(s: int, dtype: torch.dtype, device: str, iters: int) -> dict[str
                   v.transpose(1, 2).reshape(s, HKV, D), cu, cu)[0]
 
     return {
-        "sdpa": _median_ms(lambda: sdpa_attention_forward(module, q, k, v, None, scaling=scale), device, iters),
-        "op tokens": _median_ms(tokens, device, iters),
+        "sdpa": median_ms(lambda: sdpa_attention_forward(module, q, k, v, None, scaling=scale), device, 3, iters),
+        "op tokens": median_ms(tokens, device, 3, iters),
     }
 
 
