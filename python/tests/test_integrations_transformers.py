@@ -656,6 +656,18 @@ def test_attention_dropout_in_training_runs_the_models_function() -> None:
     assert _step(patched, _ids(0, 1, 8, "cpu"))[1] == 2
 
 
+def test_train_and_eval_reach_the_replaced_modules() -> None:
+    from tileops.integrations.transformers import Replacement
+
+    patched, _, _ = _pair("mixtral", torch.bfloat16)
+    replacements = [m for m in patched.modules() if isinstance(m, Replacement)]
+    assert {r.kind for r in replacements} == {"rms_norm", "rope", "moe", "attention"}
+    patched.train()  # e.g. Mixtral's block applies its router jitter in its own forward
+    assert all(r.hf_module.training for r in replacements)
+    patched.eval()
+    assert not any(r.hf_module.training for r in replacements)
+
+
 def test_attention_replacement_keeps_the_state_dict() -> None:
     model = tiny_model("phi3", torch.float32)
     keys = {k: v.data_ptr() for k, v in model.state_dict().items()}
