@@ -727,23 +727,33 @@ def test_served_prefill_reads_nothing_back() -> None:
 
 @requires_cuda
 def test_cuda_graph_prefill_replays_eager() -> None:
-    patched, reference, counts = _pair("llama", torch.bfloat16, "cuda")
-    ids = _ids(0, 2, 64, "cuda")
+    # A served call captured in a CUDA graph: a decoder layer with its rotary module and no mask,
+    # as the bench times it (a whole model's forward without a cache cannot be captured:
+    # transformers reads position_ids back to look for packed sequences, and while capturing it
+    # builds a mask instead).
+    from tileops.models._bench import LayerUnderTest
+
+    patched, reference, _ = _pair("llama", torch.bfloat16, "cuda")
+    ours = LayerUnderTest(patched.model.rotary_emb, patched.model.layers[0])
+    theirs = LayerUnderTest(reference.model.rotary_emb, reference.model.layers[0])
+    h = torch.randn(2, 64, 64, generator=torch.Generator().manual_seed(2)).to("cuda", torch.bfloat16)
+    pos = torch.arange(64, device="cuda")[None].expand(2, 64)
     with torch.inference_mode():
-        eager, served = _step(patched, ids, use_cache=False)
-        assert served == counts["attention"] == 2
+        with TileOpsCalls() as calls:
+            eager = ours(h, pos)
+        assert calls.calls["attention"] == 1
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
             for _ in range(2):
-                patched(ids, use_cache=False)
+                ours(h, pos)
         torch.cuda.current_stream().wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            out = patched(ids, use_cache=False).logits
+            out = ours(h, pos)
         graph.replay()
         torch.testing.assert_close(out, eager, rtol=0, atol=0)
-        _assert_close(eager, reference(ids, use_cache=False).logits, TOLERANCE[torch.bfloat16])
+        _assert_close(eager, theirs(h, pos), TOLERANCE[torch.bfloat16])
 
 
 # ---- the model's own weights; FP8 experts ---------------------------------------------------------
