@@ -4,8 +4,10 @@
 # already), runs the integration tests on the CPU and CUDA (bf16 logits and generate, torch.compile,
 # CUDA-graph decode) with the transformers module references, then `python -m tileops.models bench`
 # over the cases of MODELS_CASES (default: all; `python -m tileops.models list`), writing
-# models-bench.md and models-bench.json to OUT. MODELS_BENCH_ARGS adds bench options (e.g.
-# --no-compile); MODELS_STEPS picks steps (default "install test bench").
+# models-bench.md and models-bench.json to OUT, and bench/attention_decode_layout.py (what serving
+# a decode step's attention would cost in layout, beside sdpa) to attention-layout.md.
+# MODELS_BENCH_ARGS adds bench options (e.g. --no-compile); MODELS_STEPS picks steps (default
+# "install test bench layout").
 #
 # Environment: OUT (default build-models-gpu/out), JOBS (default: cores), TILEOPS_SITE.
 set -uo pipefail
@@ -15,7 +17,7 @@ cd "$repo" || exit 1
 build="$repo/build-models-gpu"
 logs="${OUT:-$build/out}"
 site="${TILEOPS_SITE:-${TMPDIR:-/tmp}/tileops-site}"
-steps=" ${MODELS_STEPS:-install test bench} "
+steps=" ${MODELS_STEPS:-install test bench layout} "
 mkdir -p "$logs"
 # No network on the GPU hosts: transformers' hub kernels (its FP8 experts') fail at once.
 export PYTHONUNBUFFERED=1 CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-$(nproc)}" HF_HUB_OFFLINE=1
@@ -43,7 +45,8 @@ cd "$logs" || exit 1  # tileops is imported from the installed package, not from
 if [[ "$steps" == *" test "* ]]; then
   echo "== pytest: integrations and transformers references (CPU and CUDA)"
   python3 -m pytest "$repo/python/tests/test_integrations_transformers.py" \
-    "$repo/python/tests/test_transformers.py" -q -p no:cacheprovider -rs -o log_level=WARNING \
+    "$repo/python/tests/test_integrations_attention.py" "$repo/python/tests/test_transformers.py" \
+    -q -p no:cacheprovider -rs -o log_level=WARNING \
     > "$logs/models-pytest.log" 2>&1 || rc=1
   tail -n 15 "$logs/models-pytest.log"
 fi
@@ -57,5 +60,12 @@ if [[ "$steps" == *" bench "* ]]; then
     --markdown "$logs/models-bench.md" --json "$logs/models-bench.json" \
     2> "$logs/models-bench.err" || rc=1
   tail -n 5 "$logs/models-bench.err"
+fi
+
+if [[ "$steps" == *" layout "* ]]; then
+  echo "== bench/attention_decode_layout.py --device cuda"
+  python3 "$repo/bench/attention_decode_layout.py" --device cuda --contexts 512,2048,8192,32768 \
+    --prefill 64,512,4096 > "$logs/attention-layout.md" 2>&1 || rc=1
+  cat "$logs/attention-layout.md"
 fi
 exit $rc

@@ -42,6 +42,7 @@ transformers = pytest.importorskip("transformers", reason="transformers is not i
 from tileops.integrations.transformers import (  # noqa: E402
     KINDS,
     SUPPORTED_TRANSFORMERS,
+    TileOpsAttention,
     TileOpsMoE,
     TileOpsNotServedWarning,
     TileOpsRMSNorm,
@@ -76,9 +77,11 @@ def _pair(arch: str, dtype: torch.dtype, device: str = "cpu", **kw: Any) -> tupl
     return model, reference, counts
 
 
-def _expected_kinds(arch: str, dtype: torch.dtype) -> tuple[str, ...]:
-    # FusedMoEFwdOp runs 16-bit (or FP8) experts: a float32 model's MoE blocks are not served.
-    return tuple(k for k in MODEL_KINDS[arch] if dtype != torch.float32 or k != "moe")
+def _expected_kinds(arch: str, dtype: torch.dtype, device: str = "cpu") -> tuple[str, ...]:
+    # FusedMoEFwdOp runs 16-bit (or FP8) experts: a float32 model's MoE blocks are not served;
+    # the CUDA attention kernel takes float16 and bfloat16.
+    unserved = {"moe", "attention"} if device != "cpu" else {"moe"}
+    return tuple(k for k in MODEL_KINDS[arch] if dtype != torch.float32 or k not in unserved)
 
 
 class TileOpsCalls(TorchDispatchMode):
@@ -199,7 +202,7 @@ def _compare_logits(patched: Any, reference: Any, dtype: torch.dtype, device: st
 @pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_logits_match_transformers(device: str, arch: str, dtype: torch.dtype) -> None:
     patched, reference, counts = _pair(arch, dtype, device)
-    expected = _expected_kinds(arch, dtype)
+    expected = _expected_kinds(arch, dtype, device)
     assert {k for k, n in counts.items() if n > 0} == set(expected)
     with torch.inference_mode(), TileOpsCalls() as calls:
         patched(_ids(0, 1, 8, device))
@@ -208,6 +211,7 @@ def test_logits_match_transformers(device: str, arch: str, dtype: torch.dtype) -
     rotations = 2 * counts["rope"] * (2 if arch == "phi3" else 1)  # q and k; LongRoPE: both sets
     assert calls.calls["rope"] == rotations
     assert (calls.calls["moe"] > 0) == ("moe" in expected)
+    assert calls.calls["attention"] == counts["attention"]  # one call per layer
     _compare_logits(patched, reference, dtype, device, TOLERANCE[dtype])
 
 
@@ -239,13 +243,19 @@ def _greedy(model: Any, ids: torch.Tensor, steps: int) -> Any:
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_greedy_generate_follows_transformers(device: str, arch: str, dtype: torch.dtype) -> None:
-    patched, reference, _ = _pair(arch, dtype, device)
+    patched, reference, counts = _pair(arch, dtype, device)
     # Phi-3's tiny config switches to the long factors past position 32: the decode crosses it.
     prompt, steps = (24, 12) if arch == "phi3" else (10, 8)
     ids = _ids(0, 1, prompt, device)
     with torch.inference_mode(), _routing_log(reference) as ref_log, _routing_log(patched) as our_log:
         want = _greedy(reference, ids, steps)
-        got = _greedy(patched, ids, steps)
+        with TileOpsCalls() as calls:
+            got = _greedy(patched, ids, steps)
+    # The prefill's attention is served, the decode steps' is the model's own (not served).
+    # Phi-3's generate drops the cache when the sequence crosses original_max_position_embeddings
+    # and prefills the whole sequence again (with the long factors): a second served prefill.
+    prefills = 2 if arch == "phi3" else 1
+    assert calls.calls["attention"] == prefills * counts["attention"]
     _assert_decoding_follows(got.sequences[0, prompt:], got.logits, want.sequences[0, prompt:],
                              want.logits, ref_log, our_log, TOLERANCE[dtype])
 
@@ -416,6 +426,8 @@ def test_compile_fullgraph(device: str, arch: str, dtype: torch.dtype) -> None:
     assert nodes["rms_norm"] == counts["rms_norm"]
     assert nodes["rope"] == 2 * counts["rope"] * (2 if arch == "phi3" else 1)
     assert (nodes["moe"] > 0) == (counts["moe"] > 0)
+    served = "attention" in _expected_kinds(arch, dtype, device)  # MLA; CUDA float32
+    assert nodes["attention"] == counts["attention"] == (2 if served else 0)
     _assert_close(got, eager, TOLERANCE[dtype])
     if counts["moe"] == 0:  # with MoE, test_logits_match_transformers relates eager and reference
         _assert_close(got, want, TOLERANCE[dtype])
@@ -484,7 +496,7 @@ def test_fp8_experts_take_the_fp8_path_on_their_own_tensors(device: str) -> None
     experts = model.model.layers[1].mlp.experts
     assert type(experts).__name__ == "FP8Experts" and experts.gate_up_proj.dtype == torch.float8_e4m3fn
     counts = apply_tileops(model)
-    assert counts == {"rms_norm": 9, "rope": 2, "moe": 1}
+    assert counts == {"rms_norm": 9, "rope": 2, "moe": 1, "attention": 0}  # MLA: not served
     block = model.model.layers[1].mlp
     assert block.fp8
     with torch.inference_mode(), TileOpsCalls() as calls:
@@ -515,8 +527,8 @@ def test_routing_the_op_refuses_is_reported() -> None:
     model.model.layers[1].mlp.gate.topk_group = 5  # more groups kept than the 4 there are
     with pytest.warns(TileOpsNotServedWarning, match="topk_group"):
         counts = apply_tileops(model)
-    assert counts == {"rms_norm": 9, "rope": 2, "moe": 0}
-    (item,) = tileops_report(model).not_served
+    assert counts == {"rms_norm": 9, "rope": 2, "moe": 0, "attention": 0}
+    (item,) = [n for n in tileops_report(model).not_served if n.kind == "moe"]
     assert item.path == "model.layers.1.mlp" and "topk_group <= n_group" in item.reason
 
 
@@ -528,7 +540,7 @@ def test_dynamic_rope_is_reported_and_the_rest_served() -> None:
     reference = copy.deepcopy(model)
     with pytest.warns(TileOpsNotServedWarning, match="dynamic"):
         counts = apply_tileops(model)
-    assert counts == {"rms_norm": 5, "rope": 0, "moe": 0}
+    assert counts == {"rms_norm": 5, "rope": 0, "moe": 0, "attention": 2}  # attention without rope
     assert not isinstance(model.model.rotary_emb, TileOpsRotaryEmbedding)
     _compare_logits(model, reference, torch.float32, "cpu", TOLERANCE[torch.float32])
 
@@ -540,9 +552,9 @@ def test_unknown_architecture_modules_are_reported() -> None:
     model = transformers.AutoModelForCausalLM.from_config(config)
     with pytest.warns(TileOpsNotServedWarning, match="GemmaRMSNorm"):
         counts = apply_tileops(model)
-    assert counts == {"rms_norm": 0, "rope": 0, "moe": 0}
+    assert counts == {"rms_norm": 0, "rope": 0, "moe": 0, "attention": 0}
     kinds = Counter(n.kind for n in tileops_report(model).not_served)
-    assert kinds == {"rms_norm": 3, "rope": 1}
+    assert kinds == {"rms_norm": 3, "rope": 1, "attention": 1}
 
 
 def test_strict_raises_before_changing_anything() -> None:
@@ -556,10 +568,10 @@ def test_strict_raises_before_changing_anything() -> None:
 def test_kinds_select_and_unknown_kind_is_an_error() -> None:
     model = tiny_model("qwen3_moe", torch.bfloat16)
     assert apply_tileops(model, kinds=["moe"]) == {"moe": 2}
-    assert apply_tileops(model) == {"rms_norm": 9, "rope": 2, "moe": 0}  # the rest; moe done
-    assert apply_tileops(model) == {"rms_norm": 0, "rope": 0, "moe": 0}  # idempotent
+    assert apply_tileops(model) == {"rms_norm": 9, "rope": 2, "moe": 0, "attention": 2}  # the rest
+    assert apply_tileops(model) == {"rms_norm": 0, "rope": 0, "moe": 0, "attention": 0}  # idempotent
     with pytest.raises(tileops.UsageError, match="unknown kind"):
-        apply_tileops(model, kinds=["attention"])
+        apply_tileops(model, kinds=["flash_attention"])
 
 
 def test_autograd_runs_transformers_forward() -> None:
@@ -625,14 +637,16 @@ def test_patching_one_model_leaves_others_and_the_modeling_module_alone() -> Non
     patched, reference, _ = _pair("phi3", torch.float32)
     other = tiny_model("phi3", torch.float32, seed=1)
     assert modeling_phi3.apply_rotary_pos_emb is rotate
-    assert type(patched.model.layers[0].self_attn).forward is type(other.model.layers[0].self_attn).forward
+    assert type(patched.model.layers[0].self_attn.hf_module) is type(other.model.layers[0].self_attn)
     ids = _ids(0, 1, 8, "cpu")
     with torch.inference_mode(), TileOpsCalls() as calls:
         other(ids)
     assert sum(calls.calls.values()) == 0
     counts = remove_tileops(patched)
-    assert counts == {"rms_norm": 5, "rope": 1, "moe": 0}
-    assert not any(isinstance(m, (TileOpsRMSNorm, TileOpsRotaryEmbedding)) for m in patched.modules())
+    assert counts == {"rms_norm": 5, "rope": 1, "moe": 0, "attention": 2}
+    assert not any(isinstance(m, (TileOpsRMSNorm, TileOpsRotaryEmbedding, TileOpsAttention))
+                   for m in patched.modules())
+    assert all("forward" not in vars(m) for m in patched.modules())
     with torch.inference_mode():
         torch.testing.assert_close(patched(ids).logits, reference(ids).logits, rtol=0, atol=0)
 

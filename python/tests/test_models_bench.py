@@ -43,6 +43,23 @@ def test_quick_bench_runs_and_splits_by_kind(tmp_path: Path) -> None:
         assert [r["phase"] for r in by_mode[mode]] == ["layer T=1", "layer T=16"]
         for r in by_mode[mode]:
             assert r["ms"] > 0
-            assert all(r["split"][k] > 0 for k in ("rms_norm", "rope", "moe"))
+            # MLA's attention is not served, but timed as the attention kind in both
+            assert all(r["split"][k] > 0 for k in ("rms_norm", "rope", "moe", "attention"))
     text = md.read_text()
     assert "| dsv3-moe-layer-fp8 | layer T=16 |" in text and "python -m tileops.models bench" in text
+
+
+def test_quick_model_bench_times_served_attention(tmp_path: Path) -> None:
+    from transformers.models.llama import modeling_llama
+
+    before = dict(vars(modeling_llama))
+    out = tmp_path / "rows.json"
+    rc = cli.main(["bench", "--device", "cpu", "--quick", "--case", "llama3.2-1b-model", "--no-compile",
+                   "--no-liger", "--iters", "1", "--warmup", "0", "--json", str(out)])
+    assert rc == 0
+    assert vars(modeling_llama) == before  # the attention interface was wrapped, then restored
+    rows = {(r["mode"], r["phase"]): r for r in json.loads(out.read_text())}
+    for mode in ("tileops eager", "unpatched eager"):
+        for phase in ("prefill T=16", "decode ctx=16"):  # prefill served, decode the model's own
+            r = rows[(mode, phase)]
+            assert r["ms"] > 0 and r["split"]["attention"] > 0

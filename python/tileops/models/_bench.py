@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from tileops.models import _configs, _fp8
-from tileops.models._timing import median_ms, split_ms
+from tileops.models._timing import SPLIT_KINDS, median_ms, split_ms
 
 
 @dataclass(frozen=True)
@@ -356,12 +356,12 @@ def _free(opts: Options) -> None:
 
 def table(rows: list[Row]) -> str:
     """A markdown table: one line per (case, phase, mode), the split in ms per kind."""
-    lines = ["| case | phase | mode | ms | rms_norm | rope | moe | other | vs unpatched eager | note |",
-             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    lines = ["| case | phase | mode | ms | rms_norm | rope | moe | attention | other | vs unpatched eager | note |",
+             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     base = {(r.case, r.phase): r.ms for r in rows if r.mode == "unpatched eager" and r.ms}
     for r in rows:
         ms = "-" if r.ms is None else f"{r.ms:.3f}"
-        parts = [f"{r.split[k]:.3f}" if k in r.split else "" for k in ("rms_norm", "rope", "moe", "other")]
+        parts = [f"{r.split[k]:.3f}" if k in r.split else "" for k in (*SPLIT_KINDS, "other")]
         ref = base.get((r.case, r.phase))
         speedup = f"{ref / r.ms:.2f}x" if ref and r.ms else ""
         lines.append(f"| {r.case} | {r.phase} | {r.mode} | {ms} | {' | '.join(parts)} | {speedup} | {r.note} |")

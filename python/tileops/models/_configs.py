@@ -12,13 +12,17 @@ from torch import nn
 # The architectures, by transformers model type (tileops.integrations.transformers serves them).
 ARCHITECTURES = ("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "deepseek_v3", "phi3")
 # The kinds each architecture's tiny model has (MoE models also the moe kind; only in 16-bit
-# dtypes: FusedMoEFwdOp runs float16/bfloat16 or FP8 experts).
-KINDS = {arch: ("rms_norm", "rope", "moe") if arch in ("qwen3_moe", "mixtral", "deepseek_v3")
-         else ("rms_norm", "rope") for arch in ARCHITECTURES}
+# dtypes: FusedMoEFwdOp runs float16/bfloat16 or FP8 experts). Attention: every architecture but
+# DeepSeek-V3, whose multi-head latent attention has q/k and v head dims the op cannot take.
+KINDS = {arch: ("rms_norm", "rope")
+         + (("moe",) if arch in ("qwen3_moe", "mixtral", "deepseek_v3") else ())
+         + (("attention",) if arch != "deepseek_v3" else ()) for arch in ARCHITECTURES}
 
-_ATTENTION = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+# sdpa (the attention implementation the attention kind serves) and head dim 64 (one the CUDA
+# attention kernel takes, so that the CUDA tests run it too).
+_ATTENTION = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
               "vocab_size": 128, "num_hidden_layers": 2, "max_position_embeddings": 256,
-              "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2, "attn_implementation": "eager"}
+              "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2, "attn_implementation": "sdpa"}
 
 
 def _tiny_kwargs(arch: str, fp8: bool) -> dict[str, Any]:
@@ -30,9 +34,9 @@ def _tiny_kwargs(arch: str, fp8: bool) -> dict[str, Any]:
     if arch == "qwen2":
         return {**_ATTENTION, "intermediate_size": 128}
     if arch == "qwen3":
-        return {**_ATTENTION, "intermediate_size": 128, "head_dim": 32}  # q/k norms over head_dim
+        return {**_ATTENTION, "intermediate_size": 128}  # q/k norms over head_dim
     if arch == "qwen3_moe":
-        return {**_ATTENTION, "head_dim": 16, "intermediate_size": 128, "moe_intermediate_size": 32,
+        return {**_ATTENTION, "intermediate_size": 128, "moe_intermediate_size": 32,
                 "num_experts": 8, "num_experts_per_tok": 2, "norm_topk_prob": True}
     if arch == "mixtral":
         return {**_ATTENTION, "intermediate_size": 32, "num_local_experts": 4, "num_experts_per_tok": 2}
@@ -40,7 +44,8 @@ def _tiny_kwargs(arch: str, fp8: bool) -> dict[str, Any]:
         # MLA with a q LoRA rank (its q_a/kv_a norms are RMSNorms too), interleaved YaRN rope,
         # 8 routed experts in 4 groups (2 kept), a shared expert, the first layer dense.
         hidden, ffn = (128, 128) if fp8 else (64, 32)  # the FP8 path takes 128-multiples
-        return {**_ATTENTION, "hidden_size": hidden, "num_key_value_heads": 4,
+        mla = {k: v for k, v in _ATTENTION.items() if k != "head_dim"}  # its head dims are below
+        return {**mla, "hidden_size": hidden, "num_key_value_heads": 4,
                 "intermediate_size": 2 * hidden, "moe_intermediate_size": ffn,
                 "n_routed_experts": 8, "num_experts_per_tok": 2, "n_group": 4, "topk_group": 2,
                 "n_shared_experts": 1, "first_k_dense_replace": 1, "routed_scaling_factor": 2.5,
@@ -51,10 +56,12 @@ def _tiny_kwargs(arch: str, fp8: bool) -> dict[str, Any]:
                     "original_max_position_embeddings": 32, "beta_fast": 32, "beta_slow": 1,
                     "mscale": 1.0, "mscale_all_dim": 1.0}}
     if arch == "phi3":
-        # LongRoPE: short factors up to position 32, long ones past it (generate crosses it)
-        r = 8
+        # LongRoPE: short factors up to position 32, long ones past it (generate crosses it);
+        # one factor per rotated pair. Phi-3's config takes head dim = hidden / heads: 128 / 2.
+        r = _ATTENTION["head_dim"] // 2
         g = torch.Generator().manual_seed(7)
-        return {**_ATTENTION, "num_key_value_heads": 4, "intermediate_size": 128,
+        return {**_ATTENTION, "hidden_size": 128, "num_attention_heads": 2, "num_key_value_heads": 1,
+                "intermediate_size": 128,
                 "max_position_embeddings": 128, "original_max_position_embeddings": 32,
                 "rope_parameters": {"rope_type": "longrope", "rope_theta": 10000.0,
                                     "short_factor": (1 + torch.rand(r, generator=g)).tolist(),

@@ -1,5 +1,5 @@
 """Timing for the models bench: the median of per-iteration times, and a profiled run that splits
-the device time by op kind (rms_norm, rope, moe; the rest is "other")."""
+the device time by op kind (rms_norm, rope, moe, attention; the rest is "other")."""
 
 from __future__ import annotations
 
@@ -14,7 +14,11 @@ from torch import nn
 
 # Ranges the split reads back (profiler events of these names).
 RANGE = "tileops.bench/"
-SPLIT_KINDS = ("rms_norm", "rope", "moe")
+SPLIT_KINDS = ("rms_norm", "rope", "moe", "attention")
+# Kinds timed by the functions the attention modules call, not by a module: the attention module
+# also projects, rotates and updates the cache (the rope kind's rotary module is timed too, and
+# its rotation functions).
+FUNCTION_KINDS = ("attention",)
 
 
 def median_ms(fn: Callable[[], Any], device: str, warmup: int, iters: int,
@@ -50,18 +54,37 @@ def _kind_modules(model: nn.Module) -> Iterator[tuple[str, nn.Module]]:
 
     for m in model.modules():
         if isinstance(m, Replacement):
-            yield m.kind, m
+            if m.kind not in FUNCTION_KINDS:
+                yield m.kind, m
             continue
         for kind in KINDS:
-            if architecture_of(type(m), kind.recognizes) is not None:
+            if kind.name not in FUNCTION_KINDS and architecture_of(type(m), kind.recognizes) is not None:
                 yield kind.name, m
+
+
+class _RangedInterface:
+    """An attention interface whose functions run inside a profiler range of `kind`."""
+
+    def __init__(self, interface: Any, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+        self._interface, self._wrap = interface, wrap
+
+    def get_interface(self, implementation: str, default: Callable[..., Any]) -> Callable[..., Any]:
+        return self._wrap(self._interface.get_interface(implementation, default))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._interface, name)
 
 
 @contextmanager
 def kind_ranges(model: nn.Module) -> Iterator[None]:
-    """Profiler ranges named RANGE + kind around every kind's module and around the rotation
-    functions the attention modules call (transformers' or this model's tileops ones); for the
-    unpatched model the latter wraps the modeling module's function, restored on exit."""
+    """Profiler ranges named RANGE + kind around every kind's module, and around the rotation
+    and attention functions the attention modules call (transformers' or this model's tileops
+    ones); for the unpatched model the latter wrap the modeling module's globals, restored on
+    exit."""
+    from tileops.integrations.transformers._architectures import architecture_of
+    from tileops.integrations.transformers._attention import INTERFACE
+    from tileops.integrations.transformers._common import unwrapped
+    from tileops.integrations.transformers._rebind import forward_globals
     from tileops.integrations.transformers._rope import rotary_functions
 
     def wrapped(kind: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -88,11 +111,22 @@ def kind_ranges(model: nn.Module) -> Iterator[None]:
         for kind, m in _kind_modules(model):
             handles.append(m.register_forward_pre_hook(enter(kind)))
             handles.append(m.register_forward_hook(leave))
-        for attn in model.modules():
-            for namespace, name in rotary_functions(attn):
-                if not any(ns is namespace and n == name for ns, n, _ in restore):
-                    restore.append((namespace, name, namespace[name]))
-                    namespace[name] = wrapped("rope", namespace[name])
+        for m in model.modules():
+            attn = unwrapped(m)
+            if architecture_of(type(attn), "attention") is None:
+                continue
+            functions = [(namespace, name, "rope") for namespace, name in rotary_functions(attn)]
+            namespace = forward_globals(attn)
+            if INTERFACE in namespace:
+                functions.append((namespace, INTERFACE, "attention"))
+            for namespace, name, kind in functions:
+                if any(ns is namespace and n == name for ns, n, _ in restore):
+                    continue
+                restore.append((namespace, name, namespace[name]))
+                if kind == "attention":
+                    namespace[name] = _RangedInterface(namespace[name], lambda fn: wrapped("attention", fn))
+                else:
+                    namespace[name] = wrapped(kind, namespace[name])
         yield
     finally:
         for h in handles:

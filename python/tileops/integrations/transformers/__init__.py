@@ -7,11 +7,13 @@ tileops serves for tileops-backed ones and returns how many of each kind it repl
     from tileops.integrations.transformers import apply_tileops
 
     model = AutoModelForCausalLM.from_pretrained(name, dtype=torch.bfloat16, device_map="cuda")
-    apply_tileops(model)          # {"rms_norm": 65, "rope": 32, "moe": 0}
+    apply_tileops(model)          # {"rms_norm": 65, "rope": 32, "moe": 0, "attention": 32}
     model.generate(...)           # or torch.compile(model)
 
 Kinds: "rms_norm" (RMSNormFwdOp), "rope" (LongRoPEFwdOp: the rotary module and the rotation in
-every attention layer), "moe" (FusedMoEFwdOp, bf16 or FP8 block-scaled experts). Architectures:
+every attention layer), "moe" (FusedMoEFwdOp, bf16 or FP8 block-scaled experts), "attention"
+(GroupedQueryAttentionVarlenFwdOp for the sdpa calls it computes exactly: prefill without
+padding; decode steps and masked calls run the model's own function). Architectures:
 Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, DeepSeek-V3, Phi-3. Modules it cannot serve stay as
 they are and are reported (:func:`tileops_report`). Design: docs/design/integrations.md.
 Supported transformers versions: ``SUPPORTED_TRANSFORMERS`` (an ImportError otherwise).
@@ -42,6 +44,7 @@ from tileops.integrations.transformers._apply import (  # noqa: E402
     tileops_report,
 )
 from tileops.integrations.transformers._architectures import ARCHITECTURES, Architecture  # noqa: E402
+from tileops.integrations.transformers._attention import TileOpsAttention  # noqa: E402
 from tileops.integrations.transformers._common import Replacement  # noqa: E402
 from tileops.integrations.transformers._moe import TileOpsMoE  # noqa: E402
 from tileops.integrations.transformers._rms_norm import TileOpsRMSNorm  # noqa: E402
@@ -58,6 +61,7 @@ __all__ = [
     "NotServed",
     "Replacement",
     "Report",
+    "TileOpsAttention",
     "TileOpsMoE",
     "TileOpsNotServedWarning",
     "TileOpsRMSNorm",

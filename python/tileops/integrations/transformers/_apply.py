@@ -10,7 +10,7 @@ from typing import Any
 from torch import nn
 
 import tileops
-from tileops.integrations.transformers import _moe, _rms_norm, _rope
+from tileops.integrations.transformers import _attention, _moe, _rms_norm, _rope
 from tileops.integrations.transformers._architectures import LOOKS_LIKE, architecture_of, names
 from tileops.integrations.transformers._common import Replacement
 
@@ -65,17 +65,30 @@ def _decide_moe(module: nn.Module, parent: nn.Module, config: Any) -> Builder | 
     return lambda: (_moe.TileOpsMoE(module, plan), 1)
 
 
+def _decide_attention(module: nn.Module, parent: nn.Module, config: Any) -> Builder | str:
+    plan = _attention.plan(module, config)
+    if isinstance(plan, str):
+        return plan
+    return lambda: (_attention.TileOpsAttention(module, plan), 1)
+
+
 def _restore_rope(replacement: Replacement, parent: nn.Module) -> None:
     assert isinstance(replacement, _rope.TileOpsRotaryEmbedding)
     _rope.restore(replacement, parent)
 
 
-# The kinds, in the order they are applied. The attention family joins as one more entry
-# (docs/design/integrations.md, "Adding a kind").
+def _restore_attention(replacement: Replacement, parent: nn.Module) -> None:
+    assert isinstance(replacement, _attention.TileOpsAttention)
+    _attention.restore(replacement)
+
+
+# The kinds, in the order they are applied (docs/design/integrations.md, "Adding a kind").
 KINDS: tuple[Kind, ...] = (
     Kind("rms_norm", "rms_norm", _decide_rms_norm, ("RMSNormFwdOp",)),
     Kind("rope", "rotary", _decide_rope, ("LongRoPEFwdOp",), _restore_rope),
     Kind("moe", "moe_block", _decide_moe, ("FusedMoEFwdOp",)),
+    Kind("attention", "attention", _decide_attention, ("GroupedQueryAttentionVarlenFwdOp",),
+         _restore_attention),
 )
 
 
@@ -146,7 +159,8 @@ def _config(model: nn.Module) -> Any:
 def apply_tileops(model: nn.Module, *, kinds: Iterable[str] | None = None,
                   strict: bool = False) -> dict[str, int]:
     """Swaps, in place, the modules of a transformers model that tileops serves for tileops-backed
-    ones; returns how many of each kind it replaced ({"rms_norm": n, "rope": n, "moe": n}).
+    ones; returns how many of each kind it replaced ({"rms_norm": n, "rope": n, "moe": n,
+    "attention": n}).
 
     ``kinds`` limits the kinds applied. Modules of a served class that tileops cannot serve (an
     unsupported option, a dtype the kernel refuses) stay as they are: they are listed by
@@ -181,6 +195,8 @@ def apply_tileops(model: nn.Module, *, kinds: Iterable[str] | None = None,
             + "\n".join(f"  {n.path} ({n.module}, {n.kind}): {n.reason}" for n in not_served)
         )
     counts = {kind.name: 0 for kind in selected}
+    order = {kind.name: i for i, kind in enumerate(KINDS)}
+    decisions.sort(key=lambda d: order[d[0].name])  # stable: kind by kind, in KINDS order
     for kind, path, parent, child_name, child, build in decisions:
         try:
             replacement, served = build()
@@ -205,8 +221,8 @@ def tileops_report(model: nn.Module) -> Report:
 
 
 def remove_tileops(model: nn.Module) -> dict[str, int]:
-    """Puts back every module apply_tileops replaced (and the attention forwards the rope kind
-    rebound); returns how many replacements of each kind it removed."""
+    """Puts back every module apply_tileops replaced (and the attention forwards the rope and
+    attention kinds rebound); returns how many replacements of each kind it removed."""
     counts = {kind.name: 0 for kind in KINDS}
     restore = {kind.name: kind.restore for kind in KINDS}
     for parent in list(model.modules()):

@@ -61,6 +61,7 @@ LOOKS_LIKE = {
     "rms_norm": re.compile(r"RMSNorm$"),
     "rope": re.compile(r"RotaryEmbedding$"),
     "moe": re.compile(r"(SparseMoeBlock|MoE|MoeBlock)$"),
+    "attention": re.compile(r"Attention$"),
 }
 
 

@@ -50,8 +50,23 @@ class Replacement(nn.Module):
 
     hf_module: nn.Module
 
+    def train(self, mode: bool = True) -> Replacement:
+        # The replaced module's forward (calls tileops does not serve; the attention kind's
+        # rebound forward) reads its own `training`.
+        super().train(mode)
+        self.hf_module.train(mode)
+        return self
+
     def _apply(self, fn, recurse=True):  # type: ignore[no-untyped-def]
         # model.to(...) reaches the unregistered module too (its buffers are not shared).
         super()._apply(fn, recurse)
         self.hf_module._apply(fn, recurse)
         return self
+
+
+def unwrapped(module: nn.Module) -> nn.Module:
+    """The transformers attention module an attention replacement stands in for, else `module`
+    (the rope kind rebinds the attention modules under a replacement too)."""
+    if isinstance(module, Replacement) and module.kind == "attention":
+        return module.hf_module
+    return module

@@ -10,8 +10,9 @@ and sin, so both halves are served together, for one model instance only:
   ``[B, S]`` and, for LongRoPE, whether this call takes the long factors;
 - each attention module of the model gets an instance-level ``forward``: the class's own forward
   (and the decorators around it) rebuilt over a copy of the modeling module's globals in which
-  the rotation functions are this model's tileops ones. The class, the modeling module and every
-  other model are untouched (no global monkeypatch).
+  the rotation functions are this model's tileops ones (_rebind.py, which the attention kind
+  shares). The class, the modeling module and every other model are untouched (no global
+  monkeypatch).
 
 The two go together or not at all: a rotary module is replaced only when every attention module
 that reads its output can be rebound, so no transformers code ever receives the positions as cos.
@@ -20,7 +21,6 @@ that reads its output can be rebound, so no transformers code ever receives the 
 from __future__ import annotations
 
 import inspect
-import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -34,7 +34,9 @@ from tileops.integrations.transformers._common import (
     device_refusal,
     hooks_refusal,
     runs_transformers,
+    unwrapped,
 )
+from tileops.integrations.transformers._rebind import foreign_forward, forward_globals, rebind, unbind
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 # rope types whose frequencies are fixed at construction (the op's rescale_factors are a
@@ -53,8 +55,10 @@ def _rope_parameters(rotary: nn.Module) -> dict[str, Any]:
 
 
 def _consumers(root: nn.Module, arch: Architecture) -> list[tuple[str, nn.Module]]:
-    """The attention modules under `root` (the rotary module's parent: its model)."""
-    return [(name, m) for name, m in root.named_modules() if type(m).__name__ == arch.attention]
+    """The attention modules under `root` (the rotary module's parent: its model), also those
+    the attention kind stands in for."""
+    modules = ((name, unwrapped(m)) for name, m in root.named_modules())
+    return [(name, m) for name, m in modules if type(m).__name__ == arch.attention]
 
 
 def refusal(rotary: nn.Module, parent: nn.Module) -> str | None:
@@ -89,7 +93,7 @@ def refusal(rotary: nn.Module, parent: nn.Module) -> str | None:
     if not consumers:
         return f"no {arch.attention} module reads its output"
     for name, attn in consumers:
-        if "forward" in vars(attn):
+        if foreign_forward(attn):
             return (f"{name}: the attention forward is already patched on the instance (accelerate "
                     "hooks?), so its rotation cannot be rebound")
         if type(attn).__name__ != arch.attention or architecture_of(type(attn), "attention") is not arch:
@@ -207,67 +211,30 @@ def _rotation(rope: TileOpsRotaryEmbedding, original: Callable[..., Any], layout
     return rotate_q_k
 
 
-def _rebuilt(fn: Callable[..., Any], old_globals: dict[str, Any], new_globals: dict[str, Any],
-             done: dict[int, Callable[..., Any]]) -> Callable[..., Any]:
-    """`fn` again, with every function it wraps (closure cells, recursively) that was defined over
-    `old_globals` now defined over `new_globals`; `fn` itself when nothing in it changes."""
-    if not isinstance(fn, types.FunctionType):
-        return fn
-    if id(fn) in done:
-        return done[id(fn)]
-    cells = fn.__closure__
-    changed = fn.__globals__ is old_globals
-    if cells:
-        new_cells = []
-        for cell in cells:
-            try:
-                content = cell.cell_contents
-            except ValueError:  # an empty cell
-                new_cells.append(cell)
-                continue
-            rebuilt = _rebuilt(content, old_globals, new_globals, done)
-            changed |= rebuilt is not content
-            new_cells.append(cell if rebuilt is content else types.CellType(rebuilt))
-        cells = tuple(new_cells)
-    if not changed:
-        done[id(fn)] = fn
-        return fn
-    new = types.FunctionType(fn.__code__, new_globals if fn.__globals__ is old_globals else fn.__globals__,
-                             fn.__name__, fn.__defaults__, cells)
-    new.__kwdefaults__ = fn.__kwdefaults__
-    new.__dict__.update(fn.__dict__)
-    new.__qualname__ = fn.__qualname__
-    new.__doc__ = fn.__doc__
-    if "__wrapped__" in fn.__dict__:  # functools.wraps: point at the rebuilt inner function
-        new.__wrapped__ = _rebuilt(fn.__dict__["__wrapped__"], old_globals, new_globals, done)  # type: ignore[attr-defined]
-    done[id(fn)] = new
-    return new
-
-
 def replace(rotary: nn.Module, parent: nn.Module) -> tuple[TileOpsRotaryEmbedding, int]:
     """The replacement of `rotary`, with every attention module under `parent` rebound to it;
     returns it and the number of attention modules rebound."""
     arch = architecture_of(type(rotary), "rotary")
     assert arch is not None
     module = modeling_module(arch)
+    assert module is not None
     rope = TileOpsRotaryEmbedding(rotary)
-    old_globals = vars(module)
-    new_globals = dict(old_globals)
-    for name, layout in arch.rope_functions:
-        new_globals[name] = _rotation(rope, old_globals[name], layout)
+    rotations = {name: _rotation(rope, vars(module)[name], layout) for name, layout in arch.rope_functions}
     consumers = _consumers(parent, arch)
-    forward = _rebuilt(type(consumers[0][1]).forward, old_globals, new_globals, {})
     for _, attn in consumers:
-        attn.forward = types.MethodType(forward, attn)
+        rebind(attn, module, rotations)
     return rope, len(consumers)
 
 
 def restore(rope: TileOpsRotaryEmbedding, parent: nn.Module) -> None:
-    """Undoes replace(): the attention modules under `parent` get their class's forward back."""
+    """Undoes replace(): the attention modules under `parent` rotate as their class does (and get
+    their class's forward back when no other kind serves them)."""
     arch = architecture_of(type(rope.hf_module), "rotary")
     assert arch is not None
+    module = modeling_module(arch)
+    assert module is not None
     for _, attn in _consumers(parent, arch):
-        vars(attn).pop("forward", None)
+        unbind(attn, module, [name for name, _ in arch.rope_functions])
 
 
 def rotary_functions(attn: nn.Module) -> Iterator[tuple[dict[str, Any], str]]:
@@ -277,13 +244,10 @@ def rotary_functions(attn: nn.Module) -> Iterator[tuple[dict[str, Any], str]]:
     arch = architecture_of(type(attn), "attention")
     if arch is None:
         return
-    fn: Any = vars(attn).get("forward", type(attn).forward)
-    fn = getattr(fn, "__func__", fn)
-    while hasattr(fn, "__wrapped__"):
-        fn = fn.__wrapped__
+    namespace = forward_globals(attn)
     for name, _ in arch.rope_functions:
-        if name in fn.__globals__:
-            yield fn.__globals__, name
+        if name in namespace:
+            yield namespace, name
 
 
 __all__ = ["TileOpsRotaryEmbedding", "refusal", "replace", "restore", "rotary_functions"]
