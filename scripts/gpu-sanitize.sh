@@ -3,7 +3,8 @@
 # over the tests of the kernels that use shared memory, mbarriers or TMA (every kernel family:
 # the bf16 and FP8 grouped GEMMs with their TMA loads and mbarrier pipelines, the staged and
 # re-reading RMSNorm kernels, the permutes, the quantizations, the routing, LongRoPE, the varlen
-# attention's pipeline, the KV-cache write and the attention state merge), on their small shapes
+# attention's pipeline, the paged attention's split-KV kernel and its merge, the KV-cache write and
+# the attention state merge), on their small shapes
 # since the race and sync checkers slow a kernel down a hundredfold. Any reported error fails the
 # script.
 #
@@ -46,7 +47,7 @@ shared_memory_tests=(
   'MoEPrePermuteQuantKernel.MatchesTheCpuCompositionBitForBit' 'TokenGroupQuantKernel.MatchesTheCpuBitForBit'
   'MoEGroupedTopKRouting.Cases' 'GpuMoEOps.PrePermuteQuantMaskedMatchesTheCpuImplementationBitForBit'
   'AttentionKVCacheWriteGpu.SlotsOutsideTheCacheAreSkipped' 'AttentionMergeStatesGpu.MatchesTheCpuImplementation'
-  'AttentionVarlenGpu.SmallCasesEveryHeadDim'
+  'AttentionVarlenGpu.SmallCasesEveryHeadDim' 'AttentionPagedGpu.SmallCasesEveryHeadDim'
 )
 
 status=0

@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 
+#include "kernels/attention/attention_paged_cuda.h"
 #include "ops/attention_test_util.h"
 #include "ops/ops_test_util.h"
 #include "tileops/base/schema.h"
@@ -351,6 +352,32 @@ TEST(AttentionPaged, RooflineCountsEqualSequencesOverTheirWholeTables) {
       }
     }
   }
+}
+
+TEST(AttentionPaged, CudaPlanComesFromStaticShapes) {
+  // The CUDA kernels' plan (host arithmetic, no device): rows per tile and splits from the token
+  // count, batch, heads, table width and page size, the multiprocessors (132 on the H200) and the
+  // blocks each holds (2 for the D 128 decode kernel). Never a device value: a captured graph
+  // replays with any lengths.
+  using cuda_kernels::attention_paged_plan;
+  using Plan = cuda_kernels::AttentionPagedPlan;
+  EXPECT_EQ(attention_paged_plan(64, 64, 32, 8, 256, 16, 132, 2), (Plan{16, 1}));  // 512 blocks
+  EXPECT_EQ(attention_paged_plan(8, 8, 32, 8, 2048, 16, 132, 2), (Plan{16, 4}));   // 256 of 264
+  EXPECT_EQ(attention_paged_plan(8, 8, 32, 8, 512, 64, 132, 2), (Plan{16, 4}));
+  EXPECT_EQ(attention_paged_plan(1, 1, 32, 8, 256, 16, 132, 2), (Plan{16, 33}));  // one wave
+  EXPECT_EQ(attention_paged_plan(4096, 8, 32, 8, 256, 16, 132, 2), (Plan{64, 1}));
+  EXPECT_EQ(attention_paged_plan(2108, 64, 32, 8, 256, 16, 132, 2), (Plan{64, 1}));  // mixed
+  // Rows per tile: 16 up to 16 (query, head) rows per sequence on average.
+  EXPECT_EQ(attention_paged_plan(128, 64, 32, 8, 256, 16, 132, 2).rows_per_tile, 16);
+  EXPECT_EQ(attention_paged_plan(320, 64, 32, 8, 256, 16, 132, 2).rows_per_tile, 64);
+  // At most one split per 64 keys of the longest sequence the table holds, at most 128.
+  EXPECT_EQ(attention_paged_plan(1, 1, 32, 8, 4, 16, 132, 2).splits, 1);
+  EXPECT_EQ(attention_paged_plan(1, 1, 32, 8, 16, 16, 132, 2).splits, 4);
+  EXPECT_LE(attention_paged_plan(1, 1, 1, 1, 100000, 16, 132, 4).splits,
+            cuda_kernels::kAttentionPagedMaxSplits);
+  EXPECT_EQ(attention_paged_plan(0, 0, 32, 8, 256, 16, 132, 2), (Plan{16, 1}));
+  EXPECT_EQ(cuda_kernels::attention_paged_workspace_floats(1, 64, 32, 128), 0);
+  EXPECT_EQ(cuda_kernels::attention_paged_workspace_floats(33, 1, 32, 128), 33 * 32 * 129);
 }
 
 TEST(AttentionPaged, WorkloadInputsAreValidTablesOfShuffledPages) {

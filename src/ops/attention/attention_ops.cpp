@@ -6,6 +6,7 @@
 
 #include "kernels/attention/attention_impls.h"
 #if TILEOPS_WITH_CUDA
+#include "kernels/attention/attention_paged_cuda_impls.h"
 #include "kernels/attention/attention_varlen_cuda_impls.h"
 #endif
 #include "ops/write_contiguous.h"
@@ -85,6 +86,9 @@ std::vector<InterfaceInfo> GroupedQueryAttentionPagedFwdOp::interfaces() {
 std::vector<ImplementationInfo> GroupedQueryAttentionPagedFwdOp::kernel_types() {
   std::vector<ImplementationInfo> table;
   table.push_back(implementation<AttentionPagedCpu>("attention_paged_cpu", "AttentionPagedCpu"));
+#if TILEOPS_WITH_CUDA
+  table.push_back(implementation<AttentionPagedCuda>("attention_paged_cuda", "AttentionPagedCuda"));
+#endif
   return table;
 }
 
