@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The paged attention's check on an H200 (or any sm_90a GPU) host in one command, sized for a
-# short lease: configure for sm_90a, build the GPU tests, the command and the Python package,
-# run the paged attention's GPU tests (and the merge's, which shares its arithmetic), memcheck
-# and racecheck on the small cases, `tileops bench` on a few workloads (each result checked
-# against the reference), and bench/peers_attention_paged.py (ours beside SDPA cuDNN / flash and
-# flex_attention on the same keys), whose summary table prints last. Each step has a time limit
-# within PAGED_CHECK_BUDGET_S (default 200).
+# short lease, most important first: configure for sm_90a, build the GPU tests, the command and
+# the Python package, run the paged attention's GPU tests (and the merge's, which shares its
+# arithmetic), bench/peers_attention_paged.py (ours beside SDPA cuDNN / flash and flex_attention
+# on the same keys), memcheck and racecheck on the small cases, `tileops bench` on a few
+# workloads (each result checked against the reference); the step summary and the peers' table
+# print last. Each step has a time limit within PAGED_CHECK_BUDGET_S (default 200).
 #
 # Environment: TILEOPS_BUILD_DIR (default build-gpu), OUT (logs; default BUILD/paged-check),
 # PAGED_CHECK_BUDGET_S, PAGED_CHECK_FLEX (labels that get the flex peer; default the script's),
@@ -62,6 +62,11 @@ tests="$build/tests/tileops_gpu_tests"
 step "gpu tests" 90 gtest.log -- "$tests" --gtest_brief=0 \
   --gtest_filter='AttentionPagedGpu.*:AttentionMergeStatesGpu.*'
 grep -E "^\[ +(OK|FAILED|SKIPPED) +\]|Failure|error|plan for" "$logs/gtest.log" | head -60
+flex="${PAGED_CHECK_FLEX:-decode-64x4k-page16}"
+export PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}"
+step peers 100 peers.log -- \
+  python3 bench/peers_attention_paged.py --iters "${PAGED_CHECK_ITERS:-20}" \
+  --csv "$logs/peers.csv" --flex "$flex"
 small='AttentionPagedGpu.SmallCasesEveryHeadDim'
 step memcheck 40 sanitize.log -- compute-sanitizer --tool memcheck --error-exitcode 99 "$tests" \
   --gtest_filter="$small:AttentionPagedGpu.UnusedCacheRowsAndTableEntriesAreNeverRead" --gtest_brief=1
@@ -74,10 +79,5 @@ step "tileops bench" 40 bench.log -- "$build/tools/cli/tileops" bench GroupedQue
   --workload gemma2-9b-decode-32x8k --workload d64-decode-64x4k-page128
 cat "$logs/bench.log" | grep -vE "^tileops bench: \[" | tail -12
 
-flex="${PAGED_CHECK_FLEX:-decode-64x4k-page16}"
-export PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}"
-step peers 120 peers.log -- \
-  python3 bench/peers_attention_paged.py --iters "${PAGED_CHECK_ITERS:-20}" \
-  --csv "$logs/peers.csv" --flex "$flex"
 printf '%s\n' "${results[@]}"
 sed -n '/^case  /,$p' "$logs/peers.log"

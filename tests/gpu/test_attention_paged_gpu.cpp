@@ -162,7 +162,7 @@ TEST(AttentionPagedGpu, UnusedCacheRowsAndTableEntriesAreNeverRead) {
 TEST(AttentionPagedGpu, SmallCasesEveryHeadDim) {
   SKIP_WITHOUT_GPU();
   const Batch decode{"small decode", {1, 1, 0}, {70, 5, 0}};
-  const Batch mixed{"small mixed", {1, 20, 3}, {150, 20, 0}};
+  const Batch mixed{"small mixed", {1, 40, 3}, {150, 40, 0}};  // 64-row tiles
   for (const std::int64_t dim : {64, 128, 256}) {
     for (const Batch* b : {&decode, &mixed}) {
       const Case c{
