@@ -133,8 +133,11 @@ def bench_case(tileops, label, q_lengths, sk, page, iters, flex_cases, graph_cas
     if tileops is not None:
         paged_fn = torch.ops.tileops.attention_grouped_query_attention_paged_fwd.default
         varlen_fn = torch.ops.tileops.attention_grouped_query_attention_varlen_fwd.default
-        paged_key = tileops.GroupedQueryAttentionPagedFwdOp().instance_key
-        varlen_key = tileops.GroupedQueryAttentionVarlenFwdOp().instance_key
+        # The instances stay alive while their keys are called (a key names a live instance).
+        paged_op = tileops.GroupedQueryAttentionPagedFwdOp()
+        varlen_op = tileops.GroupedQueryAttentionVarlenFwdOp()
+        paged_key = paged_op.instance_key
+        varlen_key = varlen_op.instance_key
         runs = [
             ("tileops", lambda: paged_fn(paged_key, q, k_cache, v_cache, cu_q, seqused, table)),
             ("tileops-contiguous",

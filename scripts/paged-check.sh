@@ -43,7 +43,9 @@ step() {
 }
 
 {
-  echo "commit: $(git -C "$repo" rev-parse HEAD 2>/dev/null || cat "$repo/COMMIT" 2>/dev/null)"
+  # A copy without .git (git archive) names its commit in COMMIT.
+  if [[ -f "$repo/COMMIT" ]]; then echo "commit: $(cat "$repo/COMMIT")"; else
+    echo "commit: $(git -C "$repo" rev-parse HEAD)"; fi
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
   echo "nvcc: $(nvcc --version | tail -1)"
   python3 -c 'import torch; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version())'

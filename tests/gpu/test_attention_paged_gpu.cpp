@@ -5,7 +5,6 @@
 // sequence uses and garbage in the table entries past each sequence's pages; a CUDA graph
 // captured once and replayed after seqused_k, the block table and q changed; the refusal of
 // other page sizes. Skipped without a GPU.
-#include <cuda_runtime.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -25,6 +24,10 @@
 #include "tileops/core/cuda.h"
 #include "tileops/core/error.h"
 #include "tileops/ops/attention.h"
+
+#if TILEOPS_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
 
 namespace tileops {
 namespace {
@@ -174,6 +177,7 @@ TEST(AttentionPagedGpu, SmallCasesEveryHeadDim) {
 
 TEST(AttentionPagedGpu, PlansComeFromStaticShapes) {
   SKIP_WITHOUT_GPU();
+#if TILEOPS_WITH_CUDA
   // The plan the adapter uses for the decode cases on this device: what the split count
   // is, recorded in the test log (the perf note cites it).
   cuda_kernels::AttentionPagedArgs a;
@@ -192,10 +196,12 @@ TEST(AttentionPagedGpu, PlansComeFromStaticShapes) {
     EXPECT_GE(plan.splits, 1);
     EXPECT_LE(plan.splits, cuda_kernels::kAttentionPagedMaxSplits);
   }
+#endif
 }
 
 TEST(AttentionPagedGpu, CudaGraphReplaysWithNewLengthsTablesAndQueries) {
   SKIP_WITHOUT_GPU();
+#if TILEOPS_WITH_CUDA
   // Captured once (decode-shaped, several splits: a second kernel and a workspace in the graph;
   // and mixed); replayed after seqused_k, the block table, cu_seqlens_q and q changed in place.
   const std::int64_t hq = 8, hkv = 2, dim = 128, page = 16, width = 40, blocks = 200;
@@ -272,6 +278,7 @@ TEST(AttentionPagedGpu, CudaGraphReplaysWithNewLengthsTablesAndQueries) {
     cuda_synchronize(0);
     cudaStreamDestroy(stream);
   }
+#endif
 }
 
 TEST(AttentionPagedGpu, OtherPageSizesAreADispatchErrorNamingThem) {

@@ -367,6 +367,9 @@ TEST(AttentionPaged, CudaPlanComesFromStaticShapes) {
   EXPECT_EQ(attention_paged_plan(1, 1, 32, 8, 256, 16, 132, 2), (Plan{16, 33}));  // one wave
   EXPECT_EQ(attention_paged_plan(4096, 8, 32, 8, 256, 16, 132, 2), (Plan{64, 1}));
   EXPECT_EQ(attention_paged_plan(2108, 64, 32, 8, 256, 16, 132, 2), (Plan{64, 1}));  // mixed
+  // A batch over one wave whose last wave would run mostly empty: 512 blocks on 396 slots (D 64,
+  // 3 blocks per SM) are 1.29 waves; 3 splits make 3.88.
+  EXPECT_EQ(attention_paged_plan(64, 64, 32, 8, 32, 128, 132, 3), (Plan{16, 3}));
   // Rows per tile: 16 up to 16 (query, head) rows per sequence on average.
   EXPECT_EQ(attention_paged_plan(128, 64, 32, 8, 256, 16, 132, 2).rows_per_tile, 16);
   EXPECT_EQ(attention_paged_plan(320, 64, 32, 8, 256, 16, 132, 2).rows_per_tile, 64);

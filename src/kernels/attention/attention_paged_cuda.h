@@ -69,10 +69,11 @@ inline constexpr int kAttentionPagedMaxSplits = 128;
 /// The plan from static shapes alone: the token count, the batch, the heads, the block table's
 /// width and page size (the longest sequence it can hold), the multiprocessors and the blocks
 /// one of them holds at once. Rows per tile: 16 when a sequence holds at most 16 rows (queries x
-/// the heads of a KV head's group) on average, else 64. Splits: the count (at most
-/// kAttentionPagedMaxSplits, at most one per 64 keys of the longest sequence) that fills the
-/// multiprocessors' slots best when the (tile, KV head) blocks alone fall short of one wave,
-/// the fewest of those equally good; 1 otherwise.
+/// the heads of a KV head's group) on average, else 64. Splits: the count whose blocks (row tiles
+/// of equal sequences x KV heads x splits) fill the multiprocessors' slots best, waves /
+/// ceil(waves), the fewest of those equally good; at most kAttentionPagedMaxSplits, at most one
+/// per 64 keys of the longest sequence, and at most 2 * ceil(2 * slots / blocks of one split),
+/// so that a batch that fills the GPU keeps one split unless its last wave runs nearly empty.
 inline AttentionPagedPlan attention_paged_plan(std::int64_t total_q, std::int64_t batch,
                                                std::int64_t heads_q, std::int64_t heads_kv,
                                                std::int64_t width, std::int64_t page_size,
@@ -85,11 +86,10 @@ inline AttentionPagedPlan attention_paged_plan(std::int64_t total_q, std::int64_
   const std::int64_t tiles = batch * ((rows_per_seq + plan.rows_per_tile - 1) / plan.rows_per_tile);
   const std::int64_t base = tiles * heads_kv;
   const std::int64_t slots = std::max<std::int64_t>(1, sms * blocks_per_sm);
-  if (base >= slots) return plan;
   const std::int64_t units = std::max<std::int64_t>(
       1, (width * page_size + kAttentionPagedKeysPerTile - 1) / kAttentionPagedKeysPerTile);
-  const std::int64_t most =
-      std::min<std::int64_t>({kAttentionPagedMaxSplits, units, 2 * ((slots + base - 1) / base)});
+  const std::int64_t most = std::min<std::int64_t>(
+      {kAttentionPagedMaxSplits, units, 2 * ((2 * slots + base - 1) / base)});
   double best = 0.0;
   for (std::int64_t s = 1; s <= most; ++s) {
     const double waves = static_cast<double>(base * s) / static_cast<double>(slots);

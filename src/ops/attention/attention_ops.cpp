@@ -28,6 +28,21 @@ AttentionScores scores_of(const Params& params, std::int64_t head_dim) {
   return scores;
 }
 
+/// The facts the varlen and paged call specs share: the device, dtype, heads and head dim of q
+/// and of the keys (heads_kv), and the mask kind of the resolved scores.
+template <class Call>
+void fill_call(Call& spec, const SignatureCall& call, const Tensor& q, std::int64_t heads_kv,
+               const AttentionScores& scores) {
+  spec.device = call.device;
+  spec.dtype = q.dtype();
+  spec.heads_q = q.size(1);
+  spec.heads_kv = heads_kv;
+  spec.head_dim = q.size(2);
+  spec.causal = scores.causal;
+  spec.windowed = scores.window_left >= 0;
+  spec.softcapped = scores.softcap > 0.0f;
+}
+
 }  // namespace
 
 // ---- GroupedQueryAttentionVarlenFwdOp ---------------------------------------------------------
@@ -55,16 +70,9 @@ void GroupedQueryAttentionVarlenFwdOp::forward(const SignatureCall& call, const 
                                                const Tensor& cu_seqlens_q,
                                                const Tensor& cu_seqlens_k, const Tensor& out,
                                                const Tensor& lse) {
+  const AttentionScores scores = scores_for(q.size(2));
   AttentionVarlenCall spec;
-  spec.device = call.device;
-  spec.dtype = q.dtype();
-  spec.heads_q = q.size(1);
-  spec.heads_kv = k.size(1);
-  spec.head_dim = q.size(2);
-  const AttentionScores scores = scores_for(spec.head_dim);
-  spec.causal = scores.causal;
-  spec.windowed = scores.window_left >= 0;
-  spec.softcapped = scores.softcap > 0.0f;
+  fill_call(spec, call, q, k.size(1), scores);
   auto& kernel = kernel_for<AttentionVarlenInterface>(spec);
   const Tensor q_c = q.contiguous();
   const Tensor k_c = k.contiguous();
@@ -101,17 +109,10 @@ void GroupedQueryAttentionPagedFwdOp::forward(const SignatureCall& call, const T
                                               const Tensor& cu_seqlens_q, const Tensor& seqused_k,
                                               const Tensor& block_table, const Tensor& out,
                                               const Tensor& lse) {
+  const AttentionScores scores = scores_for(q.size(2));
   AttentionPagedCall spec;
-  spec.device = call.device;
-  spec.dtype = q.dtype();
-  spec.heads_q = q.size(1);
-  spec.heads_kv = k_cache.size(2);
-  spec.head_dim = q.size(2);
+  fill_call(spec, call, q, k_cache.size(2), scores);
   spec.page_size = k_cache.size(1);
-  const AttentionScores scores = scores_for(spec.head_dim);
-  spec.causal = scores.causal;
-  spec.windowed = scores.window_left >= 0;
-  spec.softcapped = scores.softcap > 0.0f;
   auto& kernel = kernel_for<AttentionPagedInterface>(spec);
   // The caches are contiguous (declared so); q is often a view of a fused projection's output.
   const Tensor q_c = q.contiguous();
