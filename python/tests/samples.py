@@ -204,6 +204,54 @@ def attention_varlen(device: str, dtype: torch.dtype, q_lengths: list[int], k_le
                 (q, k, v, offsets(q_lengths).to(device), offsets(k_lengths).to(device)), label)
 
 
+def to_pages(k: torch.Tensor, v: torch.Tensor, k_lengths: list[int], page: int, seed: int,
+             spare_blocks: int = 2, spare_entries: int = 1
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The packed keys and values k, v [Tk, Hkv, D] (sequence b: k_lengths[b] rows) laid into a
+    paged cache: (k_cache, v_cache [num_blocks, page, Hkv, D], seqused_k [B], block_table [B, W])
+    int32, on k's device. Pages a shuffled choice of the blocks (`spare_blocks` more than needed,
+    random values in the rows no sequence uses), last pages partial where page does not divide a
+    length, table entries past a sequence's pages -1 (never read)."""
+    pages = [(n + page - 1) // page for n in k_lengths]
+    blocks = sum(pages) + spare_blocks
+    width = max(pages, default=0) + spare_entries
+    hkv, d = k.shape[1], k.shape[2]
+    g = _gen(seed)
+    k_cache = torch.randn(blocks, page, hkv, d, generator=g).to(k.dtype)
+    v_cache = torch.randn(blocks, page, hkv, d, generator=g).to(k.dtype)
+    order = torch.randperm(blocks, generator=g).tolist()
+    table = torch.full((len(k_lengths), width), -1, dtype=torch.int32)
+    start = 0
+    for b, n in enumerate(k_lengths):
+        for p in range(pages[b]):
+            block = order.pop()
+            table[b, p] = block
+            rows = slice(start + p * page, start + min(n, (p + 1) * page))
+            used = rows.stop - rows.start
+            k_cache[block, :used] = k[rows].cpu()
+            v_cache[block, :used] = v[rows].cpu()
+        start += n
+    device = k.device
+    return (k_cache.to(device), v_cache.to(device),
+            torch.tensor(k_lengths, dtype=torch.int32, device=device), table.to(device))
+
+
+def attention_paged(device: str, dtype: torch.dtype, q_lengths: list[int], k_lengths: list[int],
+                    hq: int = 4, hkv: int = 2, d: int = 64, page: int = 16, causal: bool = True,
+                    softmax_scale: float | None = None, window_left: int = -1,
+                    softcap: float = 0.0) -> Case:
+    """The keys and queries of attention_varlen(...) with the keys in pages of `page`; the packed
+    keys (k, v, cu_seqlens_k) are in extra["packed"]."""
+    varlen = attention_varlen(device, dtype, q_lengths, k_lengths, hq, hkv, d, causal,
+                              softmax_scale, window_left, softcap)
+    q, k, v, cu_q, cu_k = varlen.inputs
+    k_cache, v_cache, seqused_k, block_table = to_pages(k, v, k_lengths, page, 42)
+    return Case("GroupedQueryAttentionPagedFwdOp", varlen.params,
+                (q, k_cache, v_cache, cu_q, seqused_k, block_table),
+                varlen.label.replace("-causal", f"-page{page}-causal"),
+                extra={"packed": (k, v, cu_k)})
+
+
 def kv_cache_write(device: str, dtype: torch.dtype, tokens: int, hkv: int, d: int, blocks: int,
                    page: int) -> Case:
     key = _randn((tokens, hkv, d), dtype, device, 33)
@@ -289,6 +337,15 @@ def cases(device: str) -> list[Case]:
                                 window_left=1))
     out.append(_cuda_refuses(attention_varlen(device, torch.bfloat16, [2, 3], [4, 3], d=40),
                              "head_dim 40"))
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        # decoding queries beside a prefill chunk, a partial last page, an empty sequence
+        paged = attention_paged(device, dtype, [1, 5, 0, 1], [37, 20, 0, 16])
+        out.append(_cuda_refuses(paged, "float32") if dtype == torch.float32 else paged)
+    out.append(attention_paged(device, torch.bfloat16, [1, 1, 1], [100, 64, 3], hq=8, d=128,
+                               page=64, window_left=30, softcap=20.0))
+    # The CUDA kernels take page sizes 16, 32, 64 and 128.
+    out.append(_cuda_refuses(attention_paged(device, torch.bfloat16, [1, 2], [9, 7], page=5),
+                             "page_size 5"))
     return out
 
 
@@ -312,6 +369,7 @@ SAMPLE_BUILDERS: dict[str, Callable[..., Case]] = {
     "MoEPostPermuteFwdOp": post_permute,
     "PerTokenGroupQuantFP8FwdOp": token_group_quant,
     "GroupedQueryAttentionVarlenFwdOp": attention_varlen,
+    "GroupedQueryAttentionPagedFwdOp": attention_paged,
     "KVCacheWriteFwdOp": kv_cache_write,
     "AttentionMergeStatesFwdOp": attention_merge,
 }

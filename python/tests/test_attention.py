@@ -90,6 +90,35 @@ def test_varlen_matches_the_contract(params, q_lengths, k_lengths, hq, hkv, d, d
     _close(lse, want_lse, torch.float32)
 
 
+PAGED = [  # (params, q lengths, k lengths, Hq, Hkv, D, page): decoding, mixed, chunked prefill
+    ({}, [1, 1, 1, 1], [40, 1, 16, 100], 8, 2, 128, 16),
+    ({}, [1, 6, 0, 1, 3], [37, 20, 0, 64, 2], 4, 2, 64, 16),             # mixed, sq > sk
+    ({"causal": False, "window_left": 7}, [4, 1], [50, 9], 6, 3, 64, 64),
+    ({"softmax_scale": 0.2, "softcap": 3.0}, [8, 1], [8, 70], 4, 1, 256, 32),
+    ({}, [2, 1], [130, 5], 4, 4, 64, 128),
+]
+
+
+@pytest.mark.parametrize("params,q_lengths,k_lengths,hq,hkv,d,page", PAGED)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+def test_paged_equals_varlen_on_the_same_keys(params, q_lengths, k_lengths, hq, hkv, d, page,
+                                              dtype, device) -> None:
+    _skip_without_kernel("GroupedQueryAttentionPagedFwdOp", device)
+    if device != "cpu" and dtype == torch.float32:
+        pytest.skip("the CUDA kernels take float16 and bfloat16")
+    case = samples.attention_paged(device, dtype, q_lengths, k_lengths, hq, hkv, d, page, **params)
+    out, lse = samples.build(case)(*case.inputs)
+    q = case.inputs[0]
+    k, v, cu_k = case.extra["packed"]
+    if device == "cpu":  # the same arithmetic over the same keys: bit for bit
+        want, want_lse = tileops.GroupedQueryAttentionVarlenFwdOp(**case.params)(
+            q, k, v, case.inputs[3], cu_k)
+        assert torch.equal(out, want) and torch.equal(lse, want_lse)
+    want_out, want_lse = torch_varlen(q, k, v, case.inputs[3], cu_k, **case.params)
+    _close(out, want_out, dtype)
+    _close(lse, want_lse, torch.float32)
+
+
 def test_merge_of_two_key_sets_equals_the_whole(device: str) -> None:
     # Chunked prefill: the prefix every query sees (not causal) and each sequence's own keys
     # (causal, square) merged equal causal attention over all the keys.
@@ -183,6 +212,28 @@ def test_kv_cache_write_errors_name_the_slot() -> None:
         op(key, key, cache, cache.clone(), torch.tensor([0, 1, 2], dtype=torch.int32))
     with pytest.raises(tileops.SignatureError, match="must be contiguous"):
         op(key, key, torch.zeros(2, 4, 2, 16)[..., :8], cache.clone(), torch.tensor([0, 1, 2]))
+
+
+def test_paged_errors_name_the_entry() -> None:
+    op = tileops.GroupedQueryAttentionPagedFwdOp()
+    q = torch.randn(3, 2, 8)
+    cache = torch.randn(4, 16, 1, 8)
+    cu = torch.tensor([0, 1, 3], dtype=torch.int32)
+    table = torch.tensor([[0, 1], [2, 3]], dtype=torch.int32)
+    with pytest.raises(tileops.SignatureError,
+                       match=r"seqused_k\[1\] = 40 keys need 3 pages of 16, more than the block "
+                             r"table's 2 \(max_blocks_per_seq\)"):
+        op(q, cache, cache, cu, torch.tensor([5, 40], dtype=torch.int32), table)
+    with pytest.raises(tileops.SignatureError, match=r"block_table\[0\]\[1\] = 9 is not a block"):
+        op(q, cache, cache, cu, torch.tensor([20, 4], dtype=torch.int32),
+           torch.tensor([[0, 9], [2, 3]], dtype=torch.int32))
+    with pytest.raises(tileops.DTypeError, match="block_table"):
+        op(q, cache, cache, cu, torch.tensor([5, 4], dtype=torch.int32), table.long())
+    with pytest.raises(tileops.SignatureError, match="must be contiguous"):
+        op(q, torch.randn(4, 16, 1, 16)[..., :8], cache, cu, torch.tensor([5, 4], dtype=torch.int32),
+           table)
+    out, lse = op(q, cache, cache, cu, torch.tensor([5, 4], dtype=torch.int32), table)
+    assert out.shape == (3, 2, 8) and lse.shape == (2, 3)
 
 
 def test_merge_errors_name_the_tensor() -> None:
@@ -318,3 +369,89 @@ def test_cuda_graph_capture_and_replay_of_the_varlen_attention() -> None:
         torch.cuda.synchronize()
         want_out, want_lse = attend(q, k, v, cu_q, cu_k)
         assert torch.equal(static_out, want_out) and torch.equal(static_lse, want_lse)
+
+
+class DecodeStep(torch.nn.Module):
+    """One decoding step of a serving engine over a paged cache: the new tokens' keys and values
+    into their slots, then paged attention of the new queries over every sequence's keys."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.write = tileops.KVCacheWriteFwdOp()
+        self.attend = tileops.GroupedQueryAttentionPagedFwdOp()
+
+    def forward(self, q, k, v, k_cache, v_cache, slots, cu_q, seqused_k, block_table):
+        self.write(k, v, k_cache, v_cache, slots)
+        return self.attend(q, k_cache, v_cache, cu_q, seqused_k, block_table)
+
+
+def _decode_inputs(device: str, lengths: list[int], seed: int) -> list[torch.Tensor]:
+    """A batch of sequences with lengths[b] keys already cached (pages of 16 in a cache of 32
+    blocks, 4 table entries per sequence), each decoding one new token at slot lengths[b]."""
+    g = torch.Generator().manual_seed(seed)
+    b, dtype = len(lengths), torch.bfloat16
+    q = torch.randn(b, 4, 64, generator=g).to(dtype)
+    k = torch.randn(b, 2, 64, generator=g).to(dtype)
+    v = torch.randn(b, 2, 64, generator=g).to(dtype)
+    k_cache = torch.randn(32, 16, 2, 64, generator=g).to(dtype)
+    v_cache = torch.randn(32, 16, 2, 64, generator=g).to(dtype)
+    table = torch.randperm(32, generator=g)[: 4 * b].view(b, 4).to(torch.int32)
+    slots = torch.tensor([int(table[i, n // 16]) * 16 + n % 16 for i, n in enumerate(lengths)])
+    cu_q = torch.arange(b + 1, dtype=torch.int32)
+    seqused = torch.tensor(lengths, dtype=torch.int32) + 1
+    return [x.to(device) for x in (q, k, v, k_cache, v_cache, slots, cu_q, seqused, table)]
+
+
+def test_fullgraph_compile_of_a_paged_decode_step(device: str) -> None:
+    _skip_without_kernel("GroupedQueryAttentionPagedFwdOp", device)
+    torch._dynamo.reset()
+    graphs: list[torch.fx.GraphModule] = []
+
+    def backend(gm: torch.fx.GraphModule, example_inputs):
+        graphs.append(gm)
+        return torch._dynamo.backends.debugging.aot_eager(gm, example_inputs)
+
+    step = DecodeStep()
+    compiled = torch.compile(step, fullgraph=True, backend=backend, dynamic=False)
+    for lengths, seed in (([5, 30, 17], 1), ([63, 0], 2), ([1, 2, 3, 40], 3)):
+        got_in = _decode_inputs(device, lengths, seed)
+        want_in = _decode_inputs(device, lengths, seed)
+        # the batch varies: the tokens, the slots, the offsets, the lengths and the table rows
+        for i, dim in ((0, 0), (1, 0), (2, 0), (5, 0), (6, 0), (7, 0), (8, 0)):
+            torch._dynamo.mark_dynamic(got_in[i], dim)
+        got = compiled(*got_in)
+        want = step(*want_in)
+        for g_, w in zip(got, want):
+            torch.testing.assert_close(g_, w, rtol=0, atol=0)
+        torch.testing.assert_close(got_in[3], want_in[3], rtol=0, atol=0)  # the written caches
+    assert len(graphs) == 1, "one graph for every batch size"
+    calls = [n for n in graphs[0].graph.nodes if n.op == "call_function" and "tileops" in str(n.target)]
+    assert len(calls) == 2
+
+
+@requires_cuda
+def test_cuda_graph_of_a_paged_decode_step_replays_with_new_lengths() -> None:
+    # Captured once; replayed after the lengths (seqused_k), the slots, the tables and the queries
+    # change: the kernels read them on the device only, and their work split depends on shapes.
+    _skip_without_kernel("GroupedQueryAttentionPagedFwdOp", "cuda")
+    step = DecodeStep()
+    static = _decode_inputs("cuda", [5, 30, 17, 40], 1)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            step(*[x.clone() for x in static])
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_out, static_lse = step(*static)
+    for seed, lengths in ((2, [62, 0, 16, 3]), (3, [1, 47, 15, 33])):
+        fresh = _decode_inputs("cuda", lengths, seed)
+        for dst, src in zip(static, fresh):
+            dst.copy_(src)
+        want_in = [x.clone() for x in fresh]
+        graph.replay()
+        torch.cuda.synchronize()
+        want_out, want_lse = step(*want_in)
+        assert torch.equal(static_out, want_out) and torch.equal(static_lse, want_lse)
+        assert torch.equal(static[3], want_in[3])  # the caches written alike

@@ -105,6 +105,11 @@ def cold_attention_varlen(device: str) -> None:
     _cold_compile(samples.attention_varlen(device, torch.bfloat16, [5, 0, 3], [5, 2, 7]))
 
 
+@register_compile_contract("GroupedQueryAttentionPagedFwdOp")
+def cold_attention_paged(device: str) -> None:
+    _cold_compile(samples.attention_paged(device, torch.bfloat16, [1, 4, 0], [30, 9, 2]))
+
+
 @register_compile_contract("AttentionMergeStatesFwdOp")
 def cold_attention_merge(device: str) -> None:
     _cold_compile(samples.attention_merge(device, torch.float16, 6, 3, 16))

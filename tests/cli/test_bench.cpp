@@ -113,6 +113,20 @@ TEST_F(CliTest, BenchChecksTheAttentionWriteAndMergeAgainstTheirReferences) {
               HasSubstr("\n2 cases: 2 passed, 0 failed, 0 errors, 0 unchecked, 0 skipped\n"));
 }
 
+TEST_F(CliTest, BenchChecksThePagedAttentionAgainstItsReference) {
+  // A decoding query over 4096 keys in 256 shuffled pages of 16 (workload_inputs), checked
+  // against the whole reference.
+  const CommandResult r =
+      tileops(bench({"GroupedQueryAttentionPagedFwdOp", "--workload", "decode-1x4k-page16"}));
+  ASSERT_EQ(r.exit_code, 0) << r;
+  const std::vector<BenchRow> rows = bench_rows(r.out);
+  ASSERT_EQ(rows.size(), 1u) << r;
+  EXPECT_EQ(rows[0].case_id, "decode-1x4k-page16-bfloat16");
+  EXPECT_EQ(rows[0].result, "PASS") << r;
+  EXPECT_THAT(r.out,
+              HasSubstr("\n1 cases: 1 passed, 0 failed, 0 errors, 0 unchecked, 0 skipped\n"));
+}
+
 TEST_F(CliTest, BenchSkipsCasesOverTheEstimateButKeepsEachOpsCheapest) {
   // With a budget below any estimate, the cheaper decode case runs, the other is SKIPPED with its
   // estimate; --all-cases runs both.

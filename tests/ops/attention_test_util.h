@@ -1,8 +1,14 @@
-// Helpers of the attention tests (CPU and GPU): offsets, slot mappings and the visibility rule
-// of the contract written out independently of the implementations.
+// Helpers of the attention tests (CPU and GPU): offsets, slot mappings, packed keys laid into a
+// paged cache, and the visibility rule of the contract written out independently of the
+// implementations.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <stdexcept>
 #include <vector>
 
 #include "tileops/core/tensor.h"
@@ -34,6 +40,67 @@ inline std::vector<std::int32_t> offsets_of(const std::vector<std::int32_t>& len
   std::vector<std::int32_t> cu{0};
   for (const std::int32_t l : lengths) cu.push_back(cu.back() + l);
   return cu;
+}
+
+/// A paged cache holding the same keys as a packed k / v.
+struct PagedCache {
+  Tensor k_cache;      ///< [num_blocks, page_size, Hkv, D]
+  Tensor v_cache;      ///< like k_cache
+  Tensor seqused_k;    ///< [B] int32: the sequences' key counts
+  Tensor block_table;  ///< [B, width] int32
+  std::int64_t num_blocks = 0;
+};
+
+/// Lays the packed keys and values k, v ([Tk, Hkv, D], sequence b holding k_lengths[b] rows) into
+/// pages of `page_size` rows: each sequence's pages are drawn from a shuffled list of every block
+/// (`spare_blocks` more than the sequences need), its last page partial when page_size does not
+/// divide its length; `width` table entries per sequence (at least the pages it needs), those
+/// past its pages set to `unused_entry` (never read). Cache rows no sequence uses hold random
+/// values, or `unused_value` when given (NaN: a kernel that weighs them shows it).
+inline PagedCache to_pages(const Tensor& k, const Tensor& v,
+                           const std::vector<std::int32_t>& k_lengths, std::int64_t page_size,
+                           std::int64_t width, std::int64_t spare_blocks, std::uint64_t seed,
+                           Device device = Device::cpu(), std::int32_t unused_entry = -1,
+                           std::optional<double> unused_value = std::nullopt) {
+  const Tensor kc = k.to(Device::cpu()).contiguous();
+  const Tensor vc = v.to(Device::cpu()).contiguous();
+  const std::int64_t heads = kc.size(1);
+  const std::int64_t dim = kc.size(2);
+  const auto batch = static_cast<std::int64_t>(k_lengths.size());
+  std::int64_t needed = 0;
+  for (const std::int32_t l : k_lengths) needed += (l + page_size - 1) / page_size;
+  PagedCache c;
+  c.num_blocks = needed + spare_blocks;
+  const Sizes shape{c.num_blocks, page_size, heads, dim};
+  c.k_cache = unused_value ? Tensor::full(shape, *unused_value, kc.dtype())
+                           : Tensor::randn(shape, kc.dtype(), seed + 100);
+  c.v_cache = unused_value ? Tensor::full(shape, *unused_value, kc.dtype())
+                           : Tensor::randn(shape, kc.dtype(), seed + 101);
+  std::vector<std::int32_t> order(static_cast<std::size_t>(c.num_blocks));
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 rng(seed);
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<std::int32_t> table(static_cast<std::size_t>(batch * width), unused_entry);
+  std::size_t next = 0;
+  std::int64_t row = 0;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const std::int64_t sk = k_lengths[static_cast<std::size_t>(b)];
+    if ((sk + page_size - 1) / page_size > width) throw std::invalid_argument("to_pages: width");
+    for (std::int64_t j = 0; j < sk; ++j, ++row) {
+      if (j % page_size == 0)
+        table[static_cast<std::size_t>(b * width + j / page_size)] = order[next++];
+      const std::int64_t id = table[static_cast<std::size_t>(b * width + j / page_size)];
+      c.k_cache.select(0, id).select(0, j % page_size).copy_(kc.select(0, row));
+      c.v_cache.select(0, id).select(0, j % page_size).copy_(vc.select(0, row));
+    }
+  }
+  c.seqused_k = int32_values(k_lengths, device);
+  Tensor t = Tensor::empty({batch, width}, DType::int32);
+  std::copy(table.begin(), table.end(), t.data<std::int32_t>());
+  c.block_table = t.to(device);
+  c.k_cache = c.k_cache.to(device);
+  c.v_cache = c.v_cache.to(device);
+  return c;
 }
 
 }  // namespace tileops::attention_test

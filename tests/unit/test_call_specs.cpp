@@ -103,6 +103,18 @@ TEST(CallSpecs, AttentionTextIsTheRecordedKey) {
   EXPECT_EQ(other.hash(), varlen.hash());
   other.softcapped = true;
   EXPECT_NE(other.hash(), varlen.hash());
+  tileops::AttentionPagedCall paged;
+  paged.device = Device::cpu();
+  paged.heads_q = 32;
+  paged.heads_kv = 8;
+  paged.head_dim = 128;
+  paged.page_size = 16;
+  EXPECT_EQ(paged.str(),
+            "AttentionPagedCall(dtype=bfloat16, heads_q=32, heads_kv=8, head_dim=128, "
+            "page_size=16, causal=true, windowed=false, softcapped=false, device=cpu)");
+  tileops::AttentionPagedCall other_page = paged;
+  other_page.page_size = 64;
+  EXPECT_NE(other_page.hash(), paged.hash());
   tileops::KVCacheWriteCall write;
   write.device = Device::cpu();
   write.dtype = DType::float16;

@@ -1,6 +1,7 @@
 // The kernel contract of the attention family: the call specs and interfaces of the varlen
-// (packed, variable-length) grouped-query attention forward, the paged KV-cache write and the
-// merge of two partial attention states. Kernel code includes this header, never the op header.
+// (packed, variable-length) and the paged grouped-query attention forwards, the paged KV-cache
+// write and the merge of two partial attention states. Kernel code includes this header, never the
+// op header.
 //
 // Conventions (FlashAttention / vLLM): NHD heads ([tokens, heads, head_dim]), sequences packed
 // along the token axis and delimited by int32 cu_seqlens ([batch + 1], cu_seqlens[0] = 0), GQA by
@@ -69,6 +70,56 @@ class AttentionVarlenInterface {
   virtual void forward(const Tensor& q, const Tensor& k, const Tensor& v,
                        const Tensor& cu_seqlens_q, const Tensor& cu_seqlens_k, const Tensor& out,
                        const Tensor& lse, const AttentionScores& scores) = 0;
+};
+
+/// The call spec of the paged attention kernels (the varlen attention over a paged KV cache).
+/// Shapes that vary per call (tokens, batch, cache blocks, block table width) are not part of it;
+/// the page size is (the CUDA kernels take 16, 32, 64 and 128).
+struct AttentionPagedCall : CallSpec {
+  DType dtype = DType::bfloat16;
+  std::int64_t heads_q = 0;
+  std::int64_t heads_kv = 0;
+  std::int64_t head_dim = 0;
+  std::int64_t page_size = 0;
+  bool causal = true;
+  bool windowed = false;    ///< window_left >= 0
+  bool softcapped = false;  ///< softcap > 0
+  friend bool operator==(const AttentionPagedCall&, const AttentionPagedCall&) = default;
+  std::size_t hash() const {
+    return hash_fields(device, dtype, heads_q, heads_kv, head_dim, page_size, causal, windowed,
+                       softcapped);
+  }
+  std::string str() const {
+    return spec_text("AttentionPagedCall", device,
+                     {{"dtype", spec_field(dtype_name(dtype))},
+                      {"heads_q", spec_field(heads_q)},
+                      {"heads_kv", spec_field(heads_kv)},
+                      {"head_dim", spec_field(head_dim)},
+                      {"page_size", spec_field(page_size)},
+                      {"causal", spec_field(causal)},
+                      {"windowed", spec_field(windowed)},
+                      {"softcapped", spec_field(softcapped)}});
+  }
+};
+
+/// Paged attention forward: the varlen interface's computation over each sequence's first
+/// seqused_k[b] cached keys, key j of sequence b being row j % page_size of page
+/// block_table[b][j / page_size]. q and out [Tq, heads_q, head_dim], k_cache and v_cache
+/// [num_blocks, page_size, heads_kv, head_dim], all contiguous of `dtype`; cu_seqlens_q
+/// [batch + 1], seqused_k [batch] and block_table [batch, max_blocks_per_seq] int32
+/// (contiguous); lse [heads_q, Tq] float32. Block table entries past a sequence's
+/// ceil(seqused_k / page_size) pages are never read. On the CPU the contents of cu_seqlens_q,
+/// seqused_k and the used block table entries are checked (SignatureError); on CUDA they are the
+/// caller's and never read on the host.
+class AttentionPagedInterface {
+ public:
+  static constexpr std::string_view name = "attention_paged";
+  using Request = AttentionPagedCall;
+  virtual ~AttentionPagedInterface() = default;
+  virtual void forward(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                       const Tensor& cu_seqlens_q, const Tensor& seqused_k,
+                       const Tensor& block_table, const Tensor& out, const Tensor& lse,
+                       const AttentionScores& scores) = 0;
 };
 
 /// The call spec of the paged KV-cache write.

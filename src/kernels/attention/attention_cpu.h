@@ -1,7 +1,7 @@
-// Internal: the attention arithmetic of the CPU implementations, shared by the varlen op and the
-// paged op that follows it (keys are read through accessors, so a paged cache serves as well as
-// a packed tensor): which keys a query sees, the online softmax over them, and the check of the
-// cu_seqlens contents.
+// Internal: the attention arithmetic of the CPU implementations, shared by the varlen and the
+// paged ops (keys are read through accessors, so a paged cache serves as well as a packed
+// tensor): which keys a query sees, the online softmax over them, the loop over every sequence
+// and query head (attend_sequences), and the check of the cu_seqlens contents.
 #pragma once
 
 #include <algorithm>
@@ -9,7 +9,10 @@
 #include <cstdint>
 #include <limits>
 #include <string_view>
+#include <vector>
 
+#include "kernels/cpu/elements.h"
+#include "kernels/cpu/parallel.h"
 #include "tileops/kernel/attention.h"
 
 namespace tileops::cpu {
@@ -87,6 +90,65 @@ double attend_row(const float* q_scaled, std::int64_t head_dim, KeySpan keys, fl
   }
   for (std::int64_t d = 0; d < head_dim; ++d) out(d, acc[d] / sum);
   return running_max + std::log(sum);
+}
+
+/// The shapes of one attention call on the CPU: q / out [total_q, heads_q, dim], lse [heads_q,
+/// total_q], `batch` sequences delimited by cu_q (checked before).
+struct AttentionRows {
+  std::int64_t total_q = 0;
+  std::int64_t batch = 0;
+  std::int64_t heads_q = 0;
+  std::int64_t heads_kv = 0;
+  std::int64_t dim = 0;
+};
+
+/// Every query row of every sequence over its keys: one task per (sequence, query head) over the
+/// hardware threads, each row an online softmax (attend_row). `keys` gives the float32 rows:
+/// keys.length(b) keys in sequence b, keys.key(b, j, g) and keys.value(b, j, g) the rows of key j
+/// for KV head g (head_dim floats each). `work_keys` estimates the keys of a row (for the
+/// parallel split only).
+template <class T, class Keys>
+void attend_sequences(const T* q, T* out, float* lse, const std::int32_t* cu_q,
+                      const AttentionRows& shape, const AttentionScores& scores, const Keys& keys,
+                      std::int64_t work_keys) {
+  const std::int64_t dim = shape.dim;
+  const std::int64_t heads_q = shape.heads_q;
+  const std::int64_t group = heads_q / shape.heads_kv;
+  const std::int64_t work = shape.total_q * heads_q * dim * std::max<std::int64_t>(1, work_keys);
+  parallel_for(shape.batch * heads_q, work, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<float> q_scaled(static_cast<std::size_t>(dim));
+    std::vector<double> acc(static_cast<std::size_t>(dim));
+    for (std::int64_t task = begin; task < end; ++task) {
+      const std::int64_t b = task / heads_q;
+      const std::int64_t h = task % heads_q;
+      const std::int64_t g = h / group;
+      const std::int64_t q0 = cu_q[b];
+      const std::int64_t sq = cu_q[b + 1] - q0;
+      const std::int64_t sk = keys.length(b);
+      const auto key = [&](std::int64_t j) { return keys.key(b, j, g); };
+      const auto value = [&](std::int64_t j) { return keys.value(b, j, g); };
+      for (std::int64_t i = 0; i < sq; ++i) {
+        const std::int64_t row = ((q0 + i) * heads_q + h) * dim;
+        for (std::int64_t d = 0; d < dim; ++d) {
+          q_scaled[d] = to_float(q[row + d]) * scores.softmax_scale;
+        }
+        T* out_row = out + row;
+        const double l = attend_row(
+            q_scaled.data(), dim, visible_keys(i, sq, sk, scores), scores.softcap, key, value,
+            acc.data(),
+            [&](std::int64_t d, double x) { out_row[d] = from_float<T>(static_cast<float>(x)); });
+        lse[h * shape.total_q + q0 + i] = static_cast<float>(l);
+      }
+    }
+  });
+}
+
+/// The n values at p as float32.
+template <class T>
+std::vector<float> as_float(const T* p, std::int64_t n) {
+  std::vector<float> f(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) f[static_cast<std::size_t>(i)] = to_float(p[i]);
+  return f;
 }
 
 /// Throws SignatureError unless cu (entries = batch + 1 values) starts at 0, never decreases and

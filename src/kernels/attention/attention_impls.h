@@ -1,9 +1,9 @@
 // Internal: the implementations of the attention kernel interfaces that the op classes list: the
 // CPU ones (every machine) and, in CUDA builds, the adapters over the CUDA launchers of the
-// KV-cache write and the state merge (Hopper). attention_varlen_cpu.cpp, kv_cache_write_cpu.cpp,
-// attention_merge_cpu.cpp and the *_cuda_adapter.cpp files define them. The Hopper varlen
-// attention kernel's adapter, AttentionVarlenCuda, has its own header
-// (attention_varlen_cuda_impls.h).
+// KV-cache write and the state merge (Hopper). attention_varlen_cpu.cpp, attention_paged_cpu.cpp,
+// kv_cache_write_cpu.cpp, attention_merge_cpu.cpp and the *_cuda_adapter.cpp files define them.
+// The Hopper attention kernels' adapters have their own headers (attention_varlen_cuda_impls.h,
+// attention_paged_cuda_impls.h).
 #pragma once
 
 #include <optional>
@@ -27,6 +27,22 @@ class AttentionVarlenCpu final : public Kernel, public AttentionVarlenInterface 
 
  private:
   AttentionVarlenCall call_;
+};
+
+class AttentionPagedCpu final : public Kernel, public AttentionPagedInterface {
+ public:
+  using Interface = AttentionPagedInterface;
+  static std::vector<Device::Type> devices() { return {Device::Type::cpu}; }
+  static constexpr bool general = true;
+  explicit AttentionPagedCpu(const AttentionPagedCall& call) : call_(call) {}
+  /// Checks cu_seqlens_q, seqused_k and the used block table entries first (SignatureError
+  /// naming the entry).
+  void forward(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+               const Tensor& cu_seqlens_q, const Tensor& seqused_k, const Tensor& block_table,
+               const Tensor& out, const Tensor& lse, const AttentionScores& scores) override;
+
+ private:
+  AttentionPagedCall call_;
 };
 
 class KVCacheWriteCpu final : public Kernel, public KVCacheWriteInterface {

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/attention/attention_merge_math.cuh"
 #include "kernels/common/fast_divide.h"
 #include "kernels/common/vectors.cuh"
 #include "tileops/core/error.h"
@@ -64,12 +65,12 @@ __global__ void __launch_bounds__(kThreads) attention_merge_kernel(const MergePa
     for (int e = 0; e < VEC; ++e) merged[e] = 0.0f;
     if (v == 0) p.lse[at] = -INFINITY;
   } else {
-    const float wa = expf(la - m);
-    const float wb = expf(lb - m);
+    const float wa = merge_term(la, m);
+    const float wb = merge_term(lb, m);
     const float sum = wa + wb;
     const float fa = wa / sum;
     const float fb = wb / sum;
-    if (v == 0) p.lse[at] = m + logf(sum);
+    if (v == 0) p.lse[at] = merged_lse(m, sum);
     float a[VEC];
     float b[VEC];
     unpack<T, VEC>(load_once<T, VEC>(static_cast<const T*>(p.out_a) + offset), a);

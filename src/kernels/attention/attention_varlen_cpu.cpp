@@ -1,8 +1,9 @@
-// The varlen attention forward on the CPU: the cu_seqlens contents checked, then one task per
-// (sequence, query head) over the hardware threads, each query row an online softmax
-// (attention_cpu.h). Keys and values are converted to float32 once per call.
+// The varlen attention forward on the CPU: the cu_seqlens contents checked, then the shared loop
+// over the sequences and query heads (attention_cpu.h, attend_sequences) over the packed keys.
+// Keys and values are converted to float32 once per call.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -10,8 +11,6 @@
 
 #include "kernels/attention/attention_cpu.h"
 #include "kernels/attention/attention_impls.h"
-#include "kernels/cpu/elements.h"
-#include "kernels/cpu/parallel.h"
 
 namespace tileops {
 
@@ -33,24 +32,27 @@ namespace {
 
 constexpr std::string_view kOp = "GroupedQueryAttentionVarlenFwdOp";
 
-/// The n values at p as float32.
-template <class T>
-std::vector<float> as_float(const T* p, std::int64_t n) {
-  std::vector<float> f(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) f[static_cast<std::size_t>(i)] = cpu::to_float(p[i]);
-  return f;
-}
+/// The keys of sequence b: rows cu_k[b] .. cu_k[b + 1] of the packed k and v (as float32).
+struct PackedKeys {
+  const float* k;
+  const float* v;
+  const std::int32_t* cu_k;
+  std::int64_t heads_kv;
+  std::int64_t dim;
+  std::int64_t length(std::int64_t b) const { return cu_k[b + 1] - cu_k[b]; }
+  const float* key(std::int64_t b, std::int64_t j, std::int64_t g) const {
+    return k + ((cu_k[b] + j) * heads_kv + g) * dim;
+  }
+  const float* value(std::int64_t b, std::int64_t j, std::int64_t g) const {
+    return v + ((cu_k[b] + j) * heads_kv + g) * dim;
+  }
+};
 
 template <class T>
 void attention_varlen_rows(const Tensor& q, const Tensor& k, const Tensor& v,
                            const std::int32_t* cu_q, const std::int32_t* cu_k, std::int64_t batch,
                            const Tensor& out, const Tensor& lse, const AttentionVarlenCall& call,
                            const AttentionScores& scores) {
-  const std::int64_t total_q = q.size(0);
-  const std::int64_t heads_q = call.heads_q;
-  const std::int64_t heads_kv = call.heads_kv;
-  const std::int64_t dim = call.head_dim;
-  const std::int64_t group = heads_q / heads_kv;
   std::vector<float> k_converted;
   std::vector<float> v_converted;
   const float* kf = nullptr;
@@ -59,45 +61,15 @@ void attention_varlen_rows(const Tensor& q, const Tensor& k, const Tensor& v,
     kf = k.data<float>();
     vf = v.data<float>();
   } else {
-    k_converted = as_float(k.data<T>(), k.numel());
-    v_converted = as_float(v.data<T>(), v.numel());
+    k_converted = cpu::as_float(k.data<T>(), k.numel());
+    v_converted = cpu::as_float(v.data<T>(), v.numel());
     kf = k_converted.data();
     vf = v_converted.data();
   }
-  const T* qp = q.data<T>();
-  T* op = out.data<T>();
-  float* lp = lse.data<float>();
-  const float scale = scores.softmax_scale;
-  const float softcap = scores.softcap;
-  // Work: every query row against at most all its sequence's keys.
-  const std::int64_t work = total_q * heads_q * dim *
-                            std::max<std::int64_t>(1, k.size(0) / std::max<std::int64_t>(batch, 1));
-  cpu::parallel_for(batch * heads_q, work, [&](std::int64_t begin, std::int64_t end) {
-    std::vector<float> q_scaled(static_cast<std::size_t>(dim));
-    std::vector<double> acc(static_cast<std::size_t>(dim));
-    for (std::int64_t task = begin; task < end; ++task) {
-      const std::int64_t b = task / heads_q;
-      const std::int64_t h = task % heads_q;
-      const std::int64_t g = h / group;
-      const std::int64_t q0 = cu_q[b];
-      const std::int64_t k0 = cu_k[b];
-      const std::int64_t sq = cu_q[b + 1] - q0;
-      const std::int64_t sk = cu_k[b + 1] - k0;
-      const auto key = [&](std::int64_t j) { return kf + ((k0 + j) * heads_kv + g) * dim; };
-      const auto value = [&](std::int64_t j) { return vf + ((k0 + j) * heads_kv + g) * dim; };
-      for (std::int64_t i = 0; i < sq; ++i) {
-        const std::int64_t row = ((q0 + i) * heads_q + h) * dim;
-        for (std::int64_t d = 0; d < dim; ++d) q_scaled[d] = cpu::to_float(qp[row + d]) * scale;
-        T* out_row = op + row;
-        const double l =
-            cpu::attend_row(q_scaled.data(), dim, cpu::visible_keys(i, sq, sk, scores), softcap,
-                            key, value, acc.data(), [&](std::int64_t d, double x) {
-                              out_row[d] = cpu::from_float<T>(static_cast<float>(x));
-                            });
-        lp[h * total_q + q0 + i] = static_cast<float>(l);
-      }
-    }
-  });
+  const cpu::AttentionRows shape{q.size(0), batch, call.heads_q, call.heads_kv, call.head_dim};
+  const PackedKeys keys{kf, vf, cu_k, call.heads_kv, call.head_dim};
+  cpu::attend_sequences(q.data<T>(), out.data<T>(), lse.data<float>(), cu_q, shape, scores, keys,
+                        k.size(0) / std::max<std::int64_t>(batch, 1));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "tileops/core/dtype.h"
 #include "tileops/core/error.h"
 #include "tileops/core/half.h"
 

@@ -1,6 +1,7 @@
 // Inputs of the attention workload cases (tileops bench): offsets of equal-length sequences (what
-// the roofline assumes), slot mappings of tokens filling randomly chosen pages, merge states with
-// -inf on either side. Everything is drawn from the case's seed.
+// the roofline assumes), block tables of randomly chosen pages, slot mappings of tokens filling
+// randomly chosen pages, merge states with -inf on either side. Everything is drawn from the case's
+// seed.
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -39,6 +40,58 @@ std::vector<Tensor> varlen_inputs(const InstantiatedCase& c, std::uint64_t seed,
   return {normal(c, 0, seed, device), normal(c, 1, seed, device), normal(c, 2, seed, device),
           equal_offsets(spec(c, 0).shape[0], batch, device),
           equal_offsets(spec(c, 1).shape[0], batch, device)};
+}
+
+/// Every sequence over the whole width of its block table (seqused_k = max_blocks_per_seq *
+/// page_size, as the roofline assumes), its pages a random choice of the cache's blocks (as a
+/// serving engine hands them out; shared round-robin when the cache has fewer blocks than the
+/// tables). Queries: Tq / B per sequence when B divides Tq (decoding when Tq = B); otherwise a
+/// mixed batch: one query per sequence, the others filling the last sequences 511 at a time
+/// (prefill chunks of 512 queries).
+std::vector<Tensor> paged_inputs(const InstantiatedCase& c, std::uint64_t seed, Device device) {
+  const std::int64_t total_q = spec(c, 0).shape[0];
+  const std::int64_t blocks = spec(c, 1).shape[0];
+  const std::int64_t page = spec(c, 1).shape[1];
+  const std::int64_t batch = spec(c, 4).shape[0];
+  const std::int64_t width = spec(c, 5).shape[1];
+  // Queries: equal sequences when batch divides them; else one each, the others filling the last
+  // sequences 511 at a time (prefill chunks of 512 among decoding queries).
+  Tensor cu = equal_offsets(total_q, batch, Device::cpu());
+  if (batch > 0 && total_q % batch != 0 && total_q > batch) {
+    constexpr std::int64_t kChunkExtra = 511;
+    std::vector<std::int64_t> lengths(static_cast<std::size_t>(batch), 1);
+    std::int64_t extra = total_q - batch;
+    for (std::int64_t b = batch - 1; b >= 0 && extra > 0; --b) {
+      const std::int64_t take = b == 0 ? extra : std::min(extra, kChunkExtra);
+      lengths[static_cast<std::size_t>(b)] += take;
+      extra -= take;
+    }
+    for (std::int64_t b = 0; b < batch; ++b) {
+      cu.data<std::int32_t>()[b + 1] =
+          cu.data<std::int32_t>()[b] +
+          static_cast<std::int32_t>(lengths[static_cast<std::size_t>(b)]);
+    }
+  }
+  // Every sequence over its whole block table; pages a random permutation of the blocks.
+  std::vector<std::int32_t> order(static_cast<std::size_t>(blocks));
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 rng(seed + 6);
+  std::shuffle(order.begin(), order.end(), rng);
+  Tensor used = Tensor::empty({batch}, DType::int32);
+  Tensor table = Tensor::empty({batch, width}, DType::int32);
+  for (std::int64_t b = 0; b < batch; ++b) {
+    used.data<std::int32_t>()[b] = static_cast<std::int32_t>(width * page);
+    for (std::int64_t p = 0; p < width; ++p) {
+      table.data<std::int32_t>()[b * width + p] =
+          blocks > 0 ? order[static_cast<std::size_t>((b * width + p) % blocks)] : 0;
+    }
+  }
+  return {normal(c, 0, seed, device),
+          normal(c, 1, seed, device),
+          normal(c, 2, seed, device),
+          cu.to(device),
+          used.to(device),
+          table.to(device)};
 }
 
 /// Tokens filling pages in order, the pages a random choice of the cache's blocks (as a serving
@@ -83,6 +136,7 @@ std::vector<Tensor> merge_states_inputs(const InstantiatedCase& c, std::uint64_t
 }  // namespace
 
 TILEOPS_REGISTER_WORKLOAD_INPUTS(GroupedQueryAttentionVarlenFwdOp, varlen_inputs)
+TILEOPS_REGISTER_WORKLOAD_INPUTS(GroupedQueryAttentionPagedFwdOp, paged_inputs)
 TILEOPS_REGISTER_WORKLOAD_INPUTS(KVCacheWriteFwdOp, kv_cache_write_inputs)
 TILEOPS_REGISTER_WORKLOAD_INPUTS(AttentionMergeStatesFwdOp, merge_states_inputs)
 

@@ -1,0 +1,14 @@
+// The paged attention kernels of head dim 256 (attention_paged_instances.cuh).
+#include "kernels/attention/attention_paged_launch_one.cuh"
+
+namespace tileops::cuda_kernels::paged_detail {
+
+void launch_paged_d256(const PagedLaunch& l) {
+  launch_dim<256>(l);
+}
+
+int paged_blocks_per_sm_d256(DType dtype, int rows_per_tile) {
+  return blocks_per_sm_dim<256>(dtype, rows_per_tile);
+}
+
+}  // namespace tileops::cuda_kernels::paged_detail

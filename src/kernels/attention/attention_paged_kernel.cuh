@@ -1,0 +1,536 @@
+// Internal: the kernels of the paged attention forward (attention_paged_cuda.h): the split-KV
+// kernel and the merge of its splits. Included by the per-head-dim files
+// (attention_paged_d{64,128,256}_cuda.cu) only.
+//
+// Split-KV kernel: a block of 128 threads takes (row tile, KV head g, split). Its ROWS query rows
+// are consecutive (query, head) pairs of one sequence's queries and g's group of query heads,
+// row r being query r / group, head g * group + r % group; slot blockIdx.x is mapped to
+// (sequence, row tile) on the device from cu_seqlens_q (warp 0, a prefix sum over 32 sequences at
+// a time). The block visits the keys some row of the tile sees (causal, window), cut into
+// `splits` ranges of whole 64-key tiles, blockIdx.z's range: 64-key K and V tiles flow through a
+// STAGES-deep cp.async pipeline in shared memory (16-byte copies, each key's row found through
+// the block table, rows outside the range zero-filled and never read), rows of D elements whose
+// 16-byte chunks are XOR-swizzled by (row & 7). S = Q K^T and O += P V run on mma.sync m16n8k16
+// with fp32 accumulators (fragments by ldmatrix, P from the S registers); the online softmax in
+// log2 units in registers. ROWS 16 (decode-shaped): the four warps take 16 keys of each tile each
+// and merge their states through shared memory at the end; ROWS 64 (prefill-shaped): each warp
+// takes 16 rows over every key. The result goes to out / lse (one split) or to the split's
+// partial state in the workspace (normalized out in float32, lse), merged by the second kernel,
+// launched as a programmatic dependent of the first.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/attention/attention_merge_math.cuh"
+#include "kernels/attention/attention_mma.cuh"
+
+namespace tileops::cuda_kernels::paged_detail {
+
+constexpr int kThreads = 128;
+constexpr int kWarps = 4;
+constexpr int kKeys = 64;  // keys per K / V tile (one stage); the splits' unit
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+struct PagedParams {
+  const void* q;
+  const void* k_cache;
+  const void* v_cache;
+  void* out;
+  float* lse;
+  float* part_out;  // splits > 1: [splits, total_q, heads_q, D] float32
+  float* part_lse;  // splits > 1: [splits, heads_q, total_q]
+  const int32_t* cu_q;
+  const int32_t* seqused;
+  const int32_t* table;
+  int batch;
+  int heads_q;
+  int heads_kv;
+  int group;  // heads_q / heads_kv
+  int total_q;
+  int width;  // block table entries per sequence
+  int num_blocks;
+  int page_shift;  // log2(page_size)
+  int splits;
+  float scale_log2;  // softmax_scale * log2(e)
+  float scale;       // softmax_scale (softcap path)
+  float softcap;     // > 0: softcap * tanh(scale * s / softcap)
+  float inv_softcap;
+  int causal;
+  int window_left;  // < 0: none (clamped to 2^30 on the host)
+};
+
+/// K / V stages per head dim: 4 x 16 KB (D 64), 3 x 32 KB (D 128), 2 x 64 KB (D 256).
+template <int D>
+constexpr int kStages = D == 64    ? 4
+                        : D == 128 ? 3
+                                   : 2;
+
+template <int D, int ROWS>
+struct PagedShape {
+  static constexpr int kStages = paged_detail::kStages<D>;
+  static constexpr int kRowWarps = ROWS / 16;                // warps along the rows: 1 or 4
+  static constexpr int kKeyWarps = kWarps / kRowWarps;       // warps along each tile's keys: 4 or 1
+  static constexpr int kWarpKeys = kKeys / kKeyWarps;        // keys of a tile per warp: 16 or 64
+  static constexpr int kChunks = D / 8;                      // 16-byte chunks per row
+  static constexpr int kTileElems = kKeys * D;               // of K (and of V) per stage
+  static constexpr int kLoads = kKeys * kChunks / kThreads;  // chunks per thread per tile
+  static constexpr int kRowStep = kThreads / kChunks;        // rows between a thread's chunks
+  static constexpr int kQLoads = ROWS * kChunks / kThreads;
+  static constexpr int kSmem = (ROWS * D + 2 * kStages * kTileElems) * 2;
+  static constexpr int kMergeStride = D + 4;  // floats per row of the warps' merge
+  static constexpr int kMergeBytes = kKeyWarps * 16 * (kMergeStride + 2) * 4;
+  static_assert(ROWS == 16 || ROWS == 64, "16 or 64 rows per tile");
+  static_assert(D == 64 || D == 128 || D == 256, "head dims 64, 128, 256");
+  static_assert(kKeyWarps == 1 || kMergeBytes <= 2 * kStages * kTileElems * 2, "merge fits");
+  static_assert(kThreads % kChunks == 0 && (ROWS * kChunks) % kThreads == 0, "loads per thread");
+};
+
+// The sequence and row tile of slot `slot` (tiles in batch order, ceil(sq * group / ROWS) per
+// sequence). Run by the 32 lanes of one warp; false when the slot is past the last tile.
+template <int ROWS>
+__device__ __forceinline__ bool find_tile(const PagedParams& p, int slot, int& b_out,
+                                          int& tile_out) {
+  const int lane = static_cast<int>(threadIdx.x & 31u);
+  int before = 0;
+  for (int base = 0; base < p.batch; base += 32) {
+    const int b = base + lane;
+    int own = 0;
+    if (b < p.batch) {
+      const int sq = __ldg(p.cu_q + b + 1) - __ldg(p.cu_q + b);
+      if (sq > 0) own = static_cast<int>((static_cast<long long>(sq) * p.group + ROWS - 1) / ROWS);
+    }
+    int incl = own;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const int v = __shfl_up_sync(0xffffffffu, incl, d);
+      if (lane >= d) incl += v;
+    }
+    const int rel = slot - before;
+    const unsigned hit = __ballot_sync(0xffffffffu, incl > rel);
+    if (hit != 0u) {
+      const int f = __ffs(static_cast<int>(hit)) - 1;
+      b_out = base + f;
+      tile_out = rel - __shfl_sync(0xffffffffu, incl - own, f);
+      return true;
+    }
+    before += __shfl_sync(0xffffffffu, incl, 31);
+  }
+  return false;
+}
+
+template <typename T, int D, int ROWS>
+__global__ void __launch_bounds__(kThreads) attention_paged_kernel(const PagedParams p) {
+  using S = PagedShape<D, ROWS>;
+  constexpr int kNB = S::kWarpKeys / 8;  // 8-key blocks of S per warp
+  constexpr int kDN = D / 8;             // 8-column blocks of O
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ int s_found[2];
+  const uint32_t sq_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const uint32_t sk_addr = sq_addr + ROWS * D * 2;
+  const uint32_t sv_addr = sk_addr + S::kStages * S::kTileElems * 2;
+
+  // The merge kernel, when there is one, may start launching; it waits for this grid to finish.
+  launch_dependents();
+  const int tid = static_cast<int>(threadIdx.x);
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int g = static_cast<int>(blockIdx.y);
+  const int split = static_cast<int>(blockIdx.z);
+  if (warp == 0) {
+    int b = -1;
+    int tile = 0;
+    if (!find_tile<ROWS>(p, static_cast<int>(blockIdx.x), b, tile)) b = -1;
+    if (lane == 0) {
+      s_found[0] = b;
+      s_found[1] = tile;
+    }
+  }
+  __syncthreads();
+  const int b = s_found[0];
+  if (b < 0) return;  // a slot past the last tile
+  const int tile = s_found[1];
+  const int q0 = __ldg(p.cu_q + b);
+  const int sq = __ldg(p.cu_q + b + 1) - q0;
+  const int sk = max(__ldg(p.seqused + b), 0);
+  const int rows = sq * p.group;
+  const int r0 = tile * ROWS;
+  const int r_last = min(rows, r0 + ROWS) - 1;
+  const int off = sk - sq;  // query i's diagonal key is i + off
+
+  // The keys some row of the tile sees, then this split's whole 64-key tiles of them.
+  long long lo = 0;
+  long long hi = sk;
+  if (p.window_left >= 0) lo = max(0LL, static_cast<long long>(r0 / p.group) + off - p.window_left);
+  if (p.causal) hi = min(hi, static_cast<long long>(r_last / p.group) + off + 1);
+  if (hi < lo) hi = lo;
+  const long long u0 = lo / kKeys;
+  const long long units = (hi + kKeys - 1) / kKeys - u0;
+  const long long per = (units + p.splits - 1) / p.splits;
+  const int ks = static_cast<int>(max(lo, (u0 + split * per) * kKeys));
+  const int ke = static_cast<int>(min(hi, (u0 + (split + 1) * per) * kKeys));
+  const int t_begin = ks / kKeys;
+  const int n_tiles = ke > ks ? (ke + kKeys - 1) / kKeys - t_begin : 0;
+
+  // The pages of this block's sequence; this thread's chunk of each row it copies.
+  const T* kc = static_cast<const T*>(p.k_cache);
+  const T* vc = static_cast<const T*>(p.v_cache);
+  const int32_t* table = p.table + static_cast<long long>(b) * p.width;
+  const int page_mask = (1 << p.page_shift) - 1;
+  const long long row_elems = static_cast<long long>(p.heads_kv) * D;
+  const int chunk = tid % S::kChunks;
+  const int row0 = tid / S::kChunks;
+  // The block ids of this thread's rows of tile t (-1: a zero row), looked up one tile ahead of
+  // its copies so that the table's latency stays off the pipeline.
+  const auto lookup = [&](int t, int(&ids)[S::kLoads]) {
+    const int kt = (t_begin + t) * kKeys;
+#pragma unroll
+    for (int i = 0; i < S::kLoads; ++i) {
+      // Keys past the table's width and ids outside the cache (the caller's error) read as zero
+      // rows: never memory outside the table and the caches.
+      const int j = kt + row0 + i * S::kRowStep;
+      const int page = j >> p.page_shift;
+      const bool want = t < n_tiles && j >= ks && j < ke && page < p.width;
+      const int id = want ? __ldg(table + page) : -1;
+      ids[i] = id < p.num_blocks ? id : -1;
+    }
+  };
+  // K and V tile t into stage `stage`: this thread's kLoads chunks of each.
+  const auto issue = [&](int t, int stage, const int(&ids)[S::kLoads]) {
+    const int kt = (t_begin + t) * kKeys;
+    const uint32_t kdst = sk_addr + stage * S::kTileElems * 2;
+    const uint32_t vdst = sv_addr + stage * S::kTileElems * 2;
+#pragma unroll
+    for (int i = 0; i < S::kLoads; ++i) {
+      const int j = kt + row0 + i * S::kRowStep;
+      const bool valid = ids[i] >= 0;
+      const long long src =
+          valid ? ((static_cast<long long>(ids[i]) << p.page_shift) + (j & page_mask)) * row_elems +
+                      static_cast<long long>(g) * D + chunk * 8
+                : 0;
+      const uint32_t at = static_cast<uint32_t>(swizzled<D>(row0 + i * S::kRowStep, chunk) * 2);
+      cp_async16(kdst + at, kc + src, valid);
+      cp_async16(vdst + at, vc + src, valid);
+    }
+  };
+  int ids[S::kLoads];  // of the next tile to issue
+  lookup(0, ids);
+#pragma unroll
+  for (int t = 0; t < S::kStages - 1; ++t) {
+    if (t < n_tiles) {
+      issue(t, t, ids);
+      lookup(t + 1, ids);
+    }
+    cp_async_commit();
+  }
+
+  // The tile's query rows into shared memory (zeros past the sequence's rows).
+  {
+    const T* q = static_cast<const T*>(p.q);
+    T* sq_tile = reinterpret_cast<T*>(smem);
+#pragma unroll
+    for (int i = 0; i < S::kQLoads; ++i) {
+      const int c = tid + i * kThreads;
+      const int m = c / S::kChunks;
+      const int ch = c % S::kChunks;
+      const int r = r0 + m;
+      uint4 v = make_uint4(0u, 0u, 0u, 0u);
+      if (r < rows) {
+        const int qi = r / p.group;
+        const long long head = static_cast<long long>(g) * p.group + (r - qi * p.group);
+        v = *reinterpret_cast<const uint4*>(
+            q + ((static_cast<long long>(q0) + qi) * p.heads_q + head) * D + ch * 8);
+      }
+      *reinterpret_cast<uint4*>(sq_tile + swizzled<D>(m, ch)) = v;
+    }
+  }
+
+  // This thread's rows (lane / 4 and lane / 4 + 8 of its warp's 16) and the keys each sees in
+  // this split.
+  const int rw = warp % S::kRowWarps;
+  const int kw = warp / S::kRowWarps;
+  int row_lo[2];
+  int row_hi[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int r = r0 + 16 * rw + (lane >> 2) + 8 * i;
+    row_lo[i] = 0;
+    row_hi[i] = 0;
+    if (r < rows) {
+      const long long d = static_cast<long long>(r / p.group) + off;
+      const long long l = p.window_left >= 0 ? d - p.window_left : ks;
+      const long long h = p.causal ? d + 1 : ke;
+      row_lo[i] = static_cast<int>(max(static_cast<long long>(ks), l));
+      row_hi[i] = static_cast<int>(min(static_cast<long long>(ke), h));
+    }
+  }
+  const bool warp_rows = r0 + 16 * rw < rows;  // some row of this warp is a query row
+
+  float o[kDN][4];
+#pragma unroll
+  for (int dn = 0; dn < kDN; ++dn) o[dn][0] = o[dn][1] = o[dn][2] = o[dn][3] = 0.0f;
+  float m_run[2] = {-INFINITY, -INFINITY};
+  float l_run[2] = {0.0f, 0.0f};
+
+  for (int t = 0; t < n_tiles; ++t) {
+    const int next = t + S::kStages - 1;
+    if (next < n_tiles) {
+      issue(next, next % S::kStages, ids);
+      lookup(next + 1, ids);  // lands while this tile is computed
+    }
+    cp_async_commit();
+    cp_async_wait<S::kStages - 1>();
+    __syncthreads();  // tile t (and the query rows) visible to every warp
+    if (warp_rows) {
+      const int stage = t % S::kStages;
+      const uint32_t kst = sk_addr + stage * S::kTileElems * 2;
+      const uint32_t vst = sv_addr + stage * S::kTileElems * 2;
+      const int kt = (t_begin + t) * kKeys + kw * S::kWarpKeys;  // this warp's first key
+      float s[kNB][4];
+#pragma unroll
+      for (int nb = 0; nb < kNB; ++nb) s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t a[4];
+        ldmatrix_x4(a, sq_addr + swizzled<D>(16 * rw + (lane & 15), 2 * kk + (lane >> 4)) * 2);
+#pragma unroll
+        for (int nb2 = 0; nb2 < kNB / 2; ++nb2) {
+          uint32_t bk[4];
+          const int key = kw * S::kWarpKeys + 16 * nb2 + ((lane >> 4) << 3) + (lane & 7);
+          ldmatrix_x4(bk, kst + swizzled<D>(key, 2 * kk + ((lane >> 3) & 1)) * 2);
+          mma16816<T>(s[2 * nb2], a, bk[0], bk[1]);
+          mma16816<T>(s[2 * nb2 + 1], a, bk[2], bk[3]);
+        }
+      }
+      // Scores in log2 units, masked; the online softmax per row.
+      float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int nb = 0; nb < kNB; ++nb) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int j = kt + 8 * nb + 2 * (lane & 3) + (e & 1);
+          const int i = e >> 1;
+          float x = s[nb][e];
+          x = p.softcap > 0.0f ? p.softcap * tanhf(x * p.scale * p.inv_softcap) * kLog2e
+                               : x * p.scale_log2;
+          if (j < row_lo[i] || j >= row_hi[i]) x = -INFINITY;
+          s[nb][e] = x;
+          mx[i] = fmaxf(mx[i], x);
+        }
+      }
+      float m_use[2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+        const float m_new = fmaxf(m_run[i], mx[i]);
+        m_use[i] = m_new == -INFINITY ? 0.0f : m_new;  // no key yet: every term is 0, never NaN
+        const float alpha = exp2f(m_run[i] - m_use[i]);
+        m_run[i] = m_new;
+        l_run[i] *= alpha;
+#pragma unroll
+        for (int dn = 0; dn < kDN; ++dn) {
+          o[dn][2 * i] *= alpha;
+          o[dn][2 * i + 1] *= alpha;
+        }
+      }
+#pragma unroll
+      for (int nb = 0; nb < kNB; ++nb) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          s[nb][e] = exp2f(s[nb][e] - m_use[e >> 1]);
+          l_run[e >> 1] += s[nb][e];
+        }
+      }
+      // O += P V, P from the S registers (rounded to T once).
+#pragma unroll
+      for (int k16 = 0; k16 < S::kWarpKeys / 16; ++k16) {
+        const uint32_t pa[4] = {pack2<T>(s[2 * k16][0], s[2 * k16][1]),
+                                pack2<T>(s[2 * k16][2], s[2 * k16][3]),
+                                pack2<T>(s[2 * k16 + 1][0], s[2 * k16 + 1][1]),
+                                pack2<T>(s[2 * k16 + 1][2], s[2 * k16 + 1][3])};
+        const int key = kw * S::kWarpKeys + 16 * k16 + (lane & 15);
+#pragma unroll
+        for (int dn2 = 0; dn2 < kDN / 2; ++dn2) {
+          uint32_t bv[4];
+          ldmatrix_x4_trans(bv, vst + swizzled<D>(key, 2 * dn2 + (lane >> 4)) * 2);
+          mma16816<T>(o[2 * dn2], pa, bv[0], bv[1]);
+          mma16816<T>(o[2 * dn2 + 1], pa, bv[2], bv[3]);
+        }
+      }
+    }
+    __syncthreads();  // every warp is done with the stage the next iteration refills
+  }
+  cp_async_wait<0>();
+
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 1);
+    l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 2);
+  }
+
+  // Where row m of the tile goes: its query token and head, or false past the sequence's rows.
+  const auto locate = [&](int m, int& token, int& head) {
+    const int r = r0 + m;
+    if (r >= rows) return false;
+    const int qi = r / p.group;
+    token = q0 + qi;
+    head = g * p.group + (r - qi * p.group);
+    return true;
+  };
+  const bool one_split = p.splits == 1;
+  const auto write_lse = [&](int token, int head, float value) {
+    if (one_split) {
+      p.lse[static_cast<long long>(head) * p.total_q + token] = value;
+    } else {
+      p.part_lse[(static_cast<long long>(split) * p.heads_q + head) * p.total_q + token] = value;
+    }
+  };
+  const auto out_index = [&](int token, int head) {
+    return (static_cast<long long>(token) * p.heads_q + head) * D;
+  };
+  const long long part_base = static_cast<long long>(split) * p.total_q * p.heads_q * D;
+
+  if constexpr (S::kKeyWarps == 1) {
+    // Each warp holds whole rows: normalize and write them from the registers.
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      int token = 0;
+      int head = 0;
+      if (!locate(16 * rw + (lane >> 2) + 8 * i, token, head)) continue;
+      const float inv = l_run[i] > 0.0f ? 1.0f / l_run[i] : 0.0f;
+      const long long at = out_index(token, head) + 2 * (lane & 3);
+#pragma unroll
+      for (int dn = 0; dn < kDN; ++dn) {
+        const float x0 = o[dn][2 * i] * inv;
+        const float x1 = o[dn][2 * i + 1] * inv;
+        if (one_split) {
+          *reinterpret_cast<uint32_t*>(static_cast<T*>(p.out) + at + 8 * dn) = pack2<T>(x0, x1);
+        } else {
+          *reinterpret_cast<float2*>(p.part_out + part_base + at + 8 * dn) = make_float2(x0, x1);
+        }
+      }
+      if ((lane & 3) == 0) {
+        write_lse(token, head, l_run[i] > 0.0f ? (m_run[i] + log2f(l_run[i])) * kLn2 : -INFINITY);
+      }
+    }
+  } else {
+    // The warps' states of the same 16 rows over different keys, merged through shared memory
+    // (the stages are free: every copy has landed and every warp passed the last barrier).
+    float* merge_o = reinterpret_cast<float*>(smem + ROWS * D * 2);  // [warps][16][stride]
+    float* merge_m = merge_o + S::kKeyWarps * 16 * S::kMergeStride;  // [warps][16]
+    float* merge_l = merge_m + S::kKeyWarps * 16;
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int m = (lane >> 2) + 8 * i;
+      float* row = merge_o + (kw * 16 + m) * S::kMergeStride + 2 * (lane & 3);
+#pragma unroll
+      for (int dn = 0; dn < kDN; ++dn) {
+        *reinterpret_cast<float2*>(row + 8 * dn) = make_float2(o[dn][2 * i], o[dn][2 * i + 1]);
+      }
+      if ((lane & 3) == 0) {
+        merge_m[kw * 16 + m] = m_run[i];
+        merge_l[kw * 16 + m] = l_run[i];
+      }
+    }
+    __syncthreads();
+    // Thread tid: row tid / 8, columns (tid % 8) * D / 8 onwards.
+    constexpr int kCols = D / 8;
+    const int m = tid >> 3;
+    const int c0 = (tid & 7) * kCols;
+    int token = 0;
+    int head = 0;
+    if (locate(m, token, head)) {
+      float big = -INFINITY;
+#pragma unroll
+      for (int w = 0; w < S::kKeyWarps; ++w) big = fmaxf(big, merge_m[w * 16 + m]);
+      float weight[S::kKeyWarps];
+      float sum = 0.0f;
+#pragma unroll
+      for (int w = 0; w < S::kKeyWarps; ++w) {
+        weight[w] = big == -INFINITY ? 0.0f : exp2f(merge_m[w * 16 + m] - big);
+        sum += merge_l[w * 16 + m] * weight[w];
+      }
+      const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+      float v[kCols];
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) {
+        float x = 0.0f;
+#pragma unroll
+        for (int w = 0; w < S::kKeyWarps; ++w) {
+          x += merge_o[(w * 16 + m) * S::kMergeStride + c0 + c] * weight[w];
+        }
+        v[c] = x * inv;
+      }
+      const long long at = out_index(token, head) + c0;
+      if (one_split) {
+#pragma unroll
+        for (int c = 0; c < kCols; c += 8) {
+          uint4 packed;
+          packed.x = pack2<T>(v[c], v[c + 1]);
+          packed.y = pack2<T>(v[c + 2], v[c + 3]);
+          packed.z = pack2<T>(v[c + 4], v[c + 5]);
+          packed.w = pack2<T>(v[c + 6], v[c + 7]);
+          *reinterpret_cast<uint4*>(static_cast<T*>(p.out) + at + c) = packed;
+        }
+      } else {
+#pragma unroll
+        for (int c = 0; c < kCols; c += 4) {
+          *reinterpret_cast<float4*>(p.part_out + part_base + at + c) =
+              make_float4(v[c], v[c + 1], v[c + 2], v[c + 3]);
+        }
+      }
+      if ((tid & 7) == 0) {
+        write_lse(token, head, sum > 0.0f ? (big + log2f(sum)) * kLn2 : -INFINITY);
+      }
+    }
+  }
+}
+
+/// The splits' partial states of each (token, head) merged into out and lse: one thread per 4
+/// columns, the merge math of the two-state merge (attention_merge_math.cuh) over every split.
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads) attention_paged_merge_kernel(const PagedParams p) {
+  wait_for_dependency();  // the split kernel's partial states are complete and visible
+  constexpr int kVecs = D / 4;
+  const long long item = static_cast<long long>(blockIdx.x) * kThreads + threadIdx.x;
+  const long long row = item / kVecs;  // token * heads_q + head
+  if (row >= static_cast<long long>(p.total_q) * p.heads_q) return;
+  const int c = static_cast<int>(item % kVecs) * 4;
+  const int token = static_cast<int>(row / p.heads_q);
+  const int head = static_cast<int>(row % p.heads_q);
+  const long long lse_stride = static_cast<long long>(p.heads_q) * p.total_q;
+  const float* lse = p.part_lse + static_cast<long long>(head) * p.total_q + token;
+  float big = -INFINITY;
+  for (int s = 0; s < p.splits; ++s) big = fmaxf(big, lse[s * lse_stride]);
+  float sum = 0.0f;
+  if (big != -INFINITY) {
+    for (int s = 0; s < p.splits; ++s) sum += merge_term(lse[s * lse_stride], big);
+  }
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  if (big != -INFINITY) {
+    const long long out_stride = static_cast<long long>(p.total_q) * p.heads_q * D;
+    const float* part = p.part_out + row * D + c;
+    for (int s = 0; s < p.splits; ++s) {
+      const float w = merge_term(lse[s * lse_stride], big) / sum;
+      if (w == 0.0f) continue;  // an empty split: its (zero) state is not read
+      const float4 v = *reinterpret_cast<const float4*>(part + s * out_stride);
+      acc[0] += w * v.x;
+      acc[1] += w * v.y;
+      acc[2] += w * v.z;
+      acc[3] += w * v.w;
+    }
+  }
+  uint2 packed;
+  packed.x = pack2<T>(acc[0], acc[1]);
+  packed.y = pack2<T>(acc[2], acc[3]);
+  *reinterpret_cast<uint2*>(static_cast<T*>(p.out) + row * D + c) = packed;
+  if (c == 0) p.lse[static_cast<long long>(head) * p.total_q + token] = merged_lse(big, sum);
+}
+
+}  // namespace tileops::cuda_kernels::paged_detail
