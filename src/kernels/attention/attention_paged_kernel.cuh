@@ -492,45 +492,83 @@ __global__ void __launch_bounds__(kThreads) attention_paged_kernel(const PagedPa
   }
 }
 
-/// The splits' partial states of each (token, head) merged into out and lse: one thread per 4
-/// columns, the merge math of the two-state merge (attention_merge_math.cuh) over every split.
+/// Rows (token, head) of one merge block, and the groups of D / 4 threads that share one row's
+/// splits (each thread of a group takes 4 columns of every split s = group (mod kGroups)).
+template <int D>
+constexpr int kMergeGroups = kThreads / (D / 4);
+
+/// The splits' partial states of one (token, head) per block merged into out and lse with the
+/// merge math of the two-state merge (attention_merge_math.cuh). Thread t takes split t's lse
+/// (splits <= kThreads), the block reduces their max and the sum of the terms, and the weights go
+/// to shared memory; then the splits are spread over kMergeGroups groups of threads, so that each
+/// thread has few independent loads in flight instead of a chain over every split (a decoding
+/// call is latency bound here), and the groups' sums are added through shared memory.
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads) attention_paged_merge_kernel(const PagedParams p) {
-  wait_for_dependency();  // the split kernel's partial states are complete and visible
   constexpr int kVecs = D / 4;
-  const long long item = static_cast<long long>(blockIdx.x) * kThreads + threadIdx.x;
-  const long long row = item / kVecs;  // token * heads_q + head
-  if (row >= static_cast<long long>(p.total_q) * p.heads_q) return;
-  const int c = static_cast<int>(item % kVecs) * 4;
+  constexpr int kGroups = kMergeGroups<D>;
+  __shared__ float weight[kThreads];
+  __shared__ float reduce[kWarps];
+  __shared__ float4 partial[kGroups - 1][kVecs];
+  wait_for_dependency();             // the split kernel's partial states are complete and visible
+  const long long row = blockIdx.x;  // token * heads_q + head
   const int token = static_cast<int>(row / p.heads_q);
   const int head = static_cast<int>(row % p.heads_q);
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid / 32;
   const long long lse_stride = static_cast<long long>(p.heads_q) * p.total_q;
-  const float* lse = p.part_lse + static_cast<long long>(head) * p.total_q + token;
-  float big = -INFINITY;
-  for (int s = 0; s < p.splits; ++s) big = fmaxf(big, lse[s * lse_stride]);
-  float sum = 0.0f;
-  if (big != -INFINITY) {
-    for (int s = 0; s < p.splits; ++s) sum += merge_term(lse[s * lse_stride], big);
+  const float mine =
+      tid < p.splits
+          ? p.part_lse[tid * lse_stride + static_cast<long long>(head) * p.total_q + token]
+          : -INFINITY;
+  float big = mine;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) big = fmaxf(big, __shfl_xor_sync(0xffffffffu, big, o));
+  if ((tid & 31) == 0) reduce[warp] = big;
+  __syncthreads();
+  big = fmaxf(fmaxf(reduce[0], reduce[1]), fmaxf(reduce[2], reduce[3]));
+  const float term = big != -INFINITY && tid < p.splits ? merge_term(mine, big) : 0.0f;
+  float sum = term;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  __syncthreads();  // every thread has read reduce[] (the max)
+  if ((tid & 31) == 0) reduce[warp] = sum;
+  __syncthreads();
+  sum = (reduce[0] + reduce[1]) + (reduce[2] + reduce[3]);
+  weight[tid] = sum > 0.0f ? term / sum : 0.0f;
+  __syncthreads();
+
+  const int group = tid / kVecs;
+  const int c = (tid % kVecs) * 4;
+  const long long out_stride = static_cast<long long>(p.total_q) * p.heads_q * D;
+  const float* part = p.part_out + row * D + c;
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 4
+  for (int s = group; s < p.splits; s += kGroups) {
+    const float w = weight[s];
+    if (w == 0.0f) continue;  // an empty split: its (zero) state is not read
+    const float4 v = *reinterpret_cast<const float4*>(part + s * out_stride);
+    acc.x += w * v.x;
+    acc.y += w * v.y;
+    acc.z += w * v.z;
+    acc.w += w * v.w;
   }
-  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  if (big != -INFINITY) {
-    const long long out_stride = static_cast<long long>(p.total_q) * p.heads_q * D;
-    const float* part = p.part_out + row * D + c;
-    for (int s = 0; s < p.splits; ++s) {
-      const float w = merge_term(lse[s * lse_stride], big) / sum;
-      if (w == 0.0f) continue;  // an empty split: its (zero) state is not read
-      const float4 v = *reinterpret_cast<const float4*>(part + s * out_stride);
-      acc[0] += w * v.x;
-      acc[1] += w * v.y;
-      acc[2] += w * v.z;
-      acc[3] += w * v.w;
-    }
+  if (group > 0) partial[group - 1][tid % kVecs] = acc;
+  __syncthreads();
+  if (group != 0) return;
+#pragma unroll
+  for (int g = 0; g < kGroups - 1; ++g) {
+    const float4 v = partial[g][tid];
+    acc.x += v.x;
+    acc.y += v.y;
+    acc.z += v.z;
+    acc.w += v.w;
   }
   uint2 packed;
-  packed.x = pack2<T>(acc[0], acc[1]);
-  packed.y = pack2<T>(acc[2], acc[3]);
+  packed.x = pack2<T>(acc.x, acc.y);
+  packed.y = pack2<T>(acc.z, acc.w);
   *reinterpret_cast<uint2*>(static_cast<T*>(p.out) + row * D + c) = packed;
-  if (c == 0) p.lse[static_cast<long long>(head) * p.total_q + token] = merged_lse(big, sum);
+  if (tid == 0) p.lse[static_cast<long long>(head) * p.total_q + token] = merged_lse(big, sum);
 }
 
 }  // namespace tileops::cuda_kernels::paged_detail

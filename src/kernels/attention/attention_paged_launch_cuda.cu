@@ -90,9 +90,12 @@ void check_args(const AttentionPagedArgs& a) {
   if (a.total_q < 0 || a.batch < 0 || a.width < 0 || a.num_blocks < 0)
     throw SignatureError(kWho + "negative total_q, batch, width or num_blocks");
   const std::int64_t group = a.heads_q / a.heads_kv;
-  if (a.total_q * group >= INT_MAX / 2 || a.batch >= INT_MAX / 2 || a.num_blocks > INT_MAX ||
-      a.width * a.page_size > INT_MAX || a.heads_kv > 65535)
-    throw SignatureError(kWho + "more than 2^30 query rows, sequences or keys, or 65535 KV heads");
+  if (a.total_q * group >= INT_MAX / 2 || a.total_q * a.heads_q >= INT_MAX / 2 ||
+      a.batch >= INT_MAX / 2 || a.num_blocks > INT_MAX || a.width * a.page_size > INT_MAX ||
+      a.heads_kv > 65535)
+    throw SignatureError(kWho +
+                         "more than 2^30 query rows or (token, head) pairs, sequences or keys, or "
+                         "65535 KV heads");
 }
 
 }  // namespace

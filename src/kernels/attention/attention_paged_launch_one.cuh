@@ -31,9 +31,10 @@ void launch_split(const PagedLaunch& l) {
 template <typename T, int D>
 void launch_merge(const PagedLaunch& l) {
   const auto kernel = attention_paged_merge_kernel<T, D>;
-  const long long items = static_cast<long long>(l.params.total_q) * l.params.heads_q * (D / 4);
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>((items + kThreads - 1) / kThreads));
+  // One block per (token, head): total_q * heads_q < 2^31 (the launch checks bound total_q).
+  config.gridDim =
+      dim3(static_cast<unsigned>(static_cast<long long>(l.params.total_q) * l.params.heads_q));
   config.blockDim = dim3(kThreads);
   config.dynamicSmemBytes = 0;
   config.stream = l.stream;
