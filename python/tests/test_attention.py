@@ -270,12 +270,13 @@ def _step_inputs(device: str, lengths: list[int], seed: int) -> list[torch.Tenso
     q = torch.randn(t, 4, 64, generator=g).to(dtype)
     k = torch.randn(t, 2, 64, generator=g).to(dtype)
     v = torch.randn(t, 2, 64, generator=g).to(dtype)
-    cu = samples.offsets(lengths)
+    cu_q = samples.offsets(lengths)
+    cu_k = cu_q.clone()  # its own tensor on every device, as .to("cuda") would make it
     caches = [torch.zeros(8, 16, 2, 64, dtype=dtype) for _ in range(2)]
     slots = torch.randperm(128, generator=g)[:t]
     prefix_out = torch.randn(t, 4, 64, generator=g).to(dtype)
     prefix_lse = torch.randn(4, t, generator=g) + 3
-    return [x.to(device) for x in (q, k, v, cu, cu, *caches, slots, prefix_out, prefix_lse)]
+    return [x.to(device) for x in (q, k, v, cu_q, cu_k, *caches, slots, prefix_out, prefix_lse)]
 
 
 def test_fullgraph_compile_of_an_attention_step(device: str) -> None:
@@ -292,8 +293,9 @@ def test_fullgraph_compile_of_an_attention_step(device: str) -> None:
     for lengths, seed in (([5, 3, 7], 1), ([9, 2], 2), ([1, 4, 4, 6], 3)):
         got_in = _step_inputs(device, lengths, seed)
         want_in = _step_inputs(device, lengths, seed)
-        # the token dimensions and the offsets' length (the sequence count) vary
-        for i, dim in ((0, 0), (1, 0), (2, 0), (3, 0), (7, 0), (8, 0), (9, 1)):
+        # the token dimensions and both offsets' length (the sequence count) vary: the op's
+        # cu_seqlens_q and cu_seqlens_k are both [B + 1], so marking only one would specialize it
+        for i, dim in ((0, 0), (1, 0), (2, 0), (3, 0), (4, 0), (7, 0), (8, 0), (9, 1)):
             torch._dynamo.mark_dynamic(got_in[i], dim)
         got = compiled(*got_in)
         want = step(*want_in)

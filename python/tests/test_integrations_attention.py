@@ -9,6 +9,7 @@ compile tests of test_integrations_transformers.py count the attention kind too.
 from __future__ import annotations
 
 import copy
+import re
 import warnings
 from typing import Any
 
@@ -153,15 +154,31 @@ def test_served_function_computes_what_sdpa_computes_with_its_masks() -> None:
             got = fn(module, q, k, v, None, dropout=0.0, scaling=scaling)[0]
         assert calls.calls["attention"] == 1
         torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
-        # The model's function where the op would not compute exactly that (or is not served).
-        q, k, v = qkv(1, 9)
-        for kw in ({}, {"scaling": 0.5}, {"dropout": 0.1}, {"sliding_window": 4}):
+        # The model's function where the op would not compute exactly that (or is not served):
+        # a decode step, and a prefill the op serves but for one argument.
+        prefill = qkv(4, 4)
+        with TileOpsCalls() as calls:
+            fn(module, *prefill, None, dropout=0.0, scaling=scaling)
+        assert calls.calls["attention"] == 1
+        for kw, (q, k, v) in (({}, qkv(1, 9)), ({"scaling": 0.5}, prefill), ({"dropout": 0.1}, prefill),
+                              ({"sliding_window": 4}, prefill), ({"is_causal": False}, prefill)):
             call = {"dropout": 0.0, "scaling": scaling, **kw}
             with TileOpsCalls() as calls:
-                got = fn(module, q if kw else qkv(4, 4)[0], k if kw else qkv(4, 4)[1], v, None, **call)
+                fn(module, q, k, v, None, **call)
             assert calls.calls["attention"] == 0, kw
-        with pytest.raises(ValueError, match="softcap"):  # sdpa's own refusal, as unpatched
-            fn(module, q, k, v, None, dropout=0.0, scaling=scaling, softcap=30.0)
+        # A softcap, which sdpa does not apply: the function does what transformers' sdpa does
+        # with one (5.25 refuses it, 5.17 leaves it out), as the unpatched model would.
+        call = {"dropout": 0.0, "scaling": scaling, "softcap": 30.0}
+        try:
+            want = sdpa_attention_forward(module, *prefill, None, **call)[0]
+        except ValueError as refusal:
+            with pytest.raises(ValueError, match=re.escape(str(refusal))):
+                fn(module, *prefill, None, **call)
+        else:
+            with TileOpsCalls() as calls:
+                got = fn(module, *prefill, None, **call)[0]
+            assert calls.calls["attention"] == 0
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
 
 
 def test_attention_patch_is_local_to_the_instance() -> None:

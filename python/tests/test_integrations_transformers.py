@@ -20,6 +20,7 @@ routing near tie.
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import subprocess
 import sys
@@ -235,6 +236,28 @@ def _first_difference(a: torch.Tensor, b: torch.Tensor) -> int | None:
     return None if differ.numel() == 0 else int(differ[0, -1])
 
 
+@contextmanager
+def _forwards_from_an_empty_cache(model: Any) -> Iterator[list[int]]:
+    """Per forward of `model` that starts from no cache or an empty one, the step (its index
+    among the model's forwards) it is; the first is the prefill."""
+    found: list[int] = []
+    forwards = 0
+    keyword = _cache_keyword(model)
+
+    def hook(module: Any, args: Any, kwargs: dict[str, Any]) -> None:
+        nonlocal forwards
+        cache = kwargs.get(keyword)
+        if cache is None or cache.get_seq_length() == 0:
+            found.append(forwards)
+        forwards += 1
+
+    handle = model.register_forward_pre_hook(hook, with_kwargs=True)
+    try:
+        yield found
+    finally:
+        handle.remove()
+
+
 def _greedy(model: Any, ids: torch.Tensor, steps: int) -> Any:
     return model.generate(ids, max_new_tokens=steps, min_new_tokens=steps, do_sample=False,
                           output_logits=True, return_dict_in_generate=True)
@@ -248,14 +271,17 @@ def test_greedy_generate_follows_transformers(device: str, arch: str, dtype: tor
     prompt, steps = (24, 12) if arch == "phi3" else (10, 8)
     ids = _ids(0, 1, prompt, device)
     with torch.inference_mode(), _routing_log(reference) as ref_log, _routing_log(patched) as our_log:
-        want = _greedy(reference, ids, steps)
+        with _forwards_from_an_empty_cache(reference) as prefills:
+            want = _greedy(reference, ids, steps)
         with TileOpsCalls() as calls:
             got = _greedy(patched, ids, steps)
-    # The prefill's attention is served, the decode steps' is the model's own (not served).
-    # Phi-3's generate drops the cache when the sequence crosses original_max_position_embeddings
-    # and prefills the whole sequence again (with the long factors): a second served prefill.
-    prefills = 2 if arch == "phi3" else 1
-    assert calls.calls["attention"] == prefills * counts["attention"]
+    # A forward from an empty cache (a prefill) has its attention served, a decode step over
+    # cached keys runs the model's own (not served). Phi-3's generate drops the cache once the
+    # sequence crosses original_max_position_embeddings (its long factors then apply): 5.25
+    # prefills the whole sequence again once, 5.17 runs every later step from an empty cache.
+    switch = reference.config.original_max_position_embeddings if arch == "phi3" else None
+    assert prefills[0] == 0 and prefills[1:2] == ([] if switch is None else [switch + 1 - prompt])
+    assert calls.calls["attention"] == len(prefills) * counts["attention"]
     _assert_decoding_follows(got.sequences[0, prompt:], got.logits, want.sequences[0, prompt:],
                              want.logits, ref_log, our_log, TOLERANCE[dtype])
 
@@ -427,10 +453,36 @@ def test_compile_fullgraph(device: str, arch: str, dtype: torch.dtype) -> None:
     assert nodes["rope"] == 2 * counts["rope"] * (2 if arch == "phi3" else 1)
     assert (nodes["moe"] > 0) == (counts["moe"] > 0)
     served = "attention" in _expected_kinds(arch, dtype, device)  # MLA; CUDA float32
-    assert nodes["attention"] == counts["attention"] == (2 if served else 0)
+    assert counts["attention"] == (2 if served else 0)
+    # In the graph, the attention is served where transformers leaves the causal mask to sdpa
+    # while compiling; where it builds the mask instead, the model's own sdpa runs with it.
+    sdpa_masks = [n.kwargs.get("attn_mask", n.args[3] if len(n.args) > 3 else None)
+                  for n in recorder.graphs[0].graph.nodes
+                  if n.op == "call_function" and "scaled_dot_product_attention" in str(n.target)]
+    if served and _compiling_skips_causal_masks():
+        assert nodes["attention"] == 2 and sdpa_masks == []
+    elif served:
+        assert nodes["attention"] == 0 and len(sdpa_masks) == 2 and None not in sdpa_masks
+    else:
+        assert nodes["attention"] == 0
     _assert_close(got, eager, TOLERANCE[dtype])
     if counts["moe"] == 0:  # with MoE, test_logits_match_transformers relates eager and reference
         _assert_close(got, want, TOLERANCE[dtype])
+
+
+@functools.cache
+def _compiling_skips_causal_masks() -> bool:
+    """Whether transformers' sdpa mask function returns None for a causal call without padding
+    in a graph TorchDynamo traces, as it does in eager mode. transformers 5.17 builds the mask
+    whenever it traces, so does a later one on torch before 2.14 (its masking_utils); the
+    attention kind serves only calls without a mask (docs/design/integrations.md)."""
+    from transformers.masking_utils import sdpa_mask
+
+    def mask(x: torch.Tensor) -> tuple[torch.Tensor, Any]:
+        return x, sdpa_mask(batch_size=1, q_length=x.shape[0], kv_length=x.shape[0])
+
+    assert mask(torch.zeros(4))[1] is None
+    return torch.compile(mask, fullgraph=True, backend="eager")(torch.zeros(4))[1] is None
 
 
 def _decisive_ids(model: Any, batch: int, length: int, device: str, margin: float = 2.0**-6) -> torch.Tensor:
@@ -649,6 +701,31 @@ def test_patching_one_model_leaves_others_and_the_modeling_module_alone() -> Non
     assert all("forward" not in vars(m) for m in patched.modules())
     with torch.inference_mode():
         torch.testing.assert_close(patched(ids).logits, reference(ids).logits, rtol=0, atol=0)
+
+
+def test_rebound_forwards_globals_are_not_taken_for_the_modeling_modules() -> None:
+    # TorchDynamo 2.11 finds an inlined function's globals as sys.modules[globals["__name__"]]:
+    # were that the modeling module, it would guard on the module's values, not the forward's
+    # (test_compile_fullgraph failed so on torch 2.11; 2.15 checks the dictionary's identity).
+    from transformers.models.phi3 import modeling_phi3
+    from tileops.integrations.transformers._rebind import overrides
+
+    patched, _, _ = _pair("phi3", torch.float32)
+    attn = patched.model.layers[0].self_attn.hf_module
+    chain = [vars(attn)["forward"].__func__]  # the forward and the decorators around it
+    while hasattr(chain[-1], "__wrapped__"):
+        chain.append(chain[-1].__wrapped__)
+    for fn in chain:
+        named = sys.modules.get(fn.__globals__.get("__name__", ""))
+        assert named is None or vars(named) is fn.__globals__, fn
+    forward, original = chain[-1], type(attn).forward
+    while hasattr(original, "__wrapped__"):
+        original = original.__wrapped__
+    assert forward.__code__ is original.__code__ and forward.__module__ == modeling_phi3.__name__
+    replaced = overrides(attn)
+    assert "ALL_ATTENTION_FUNCTIONS" in replaced and len(replaced) > 1  # and the rotation
+    for name, value in replaced.items():
+        assert forward.__globals__[name] is value is not vars(modeling_phi3)[name]
 
 
 def test_deepcopy_of_a_patched_model() -> None:

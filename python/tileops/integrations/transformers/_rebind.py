@@ -6,7 +6,8 @@ attention function (``ALL_ATTENTION_FUNCTIONS``, the attention kind). To serve t
 instance only, an attention module gets an instance-level ``forward``: its class's forward (and
 the decorators around it, rebuilt through their closure cells) recreated with
 ``types.FunctionType`` over a copy of the modeling module's globals in which those names have
-this module's values. The class, the modeling module and every other model are untouched.
+this module's values (and which has no ``__name__``: _private_globals says why). The class, the
+modeling module and every other model are untouched.
 
 Each module has its own copy, holding every name the kinds replaced in it (recorded on the
 module: ``overrides``); a kind adds or removes its names by rebuilding the forward over a new
@@ -74,6 +75,7 @@ def rebuilt(fn: Callable[..., Any], old_globals: dict[str, Any], new_globals: di
     new = types.FunctionType(fn.__code__, new_globals if fn.__globals__ is old_globals else fn.__globals__,
                              fn.__name__, fn.__defaults__, cells)
     new.__kwdefaults__ = fn.__kwdefaults__
+    new.__module__ = fn.__module__  # FunctionType reads it from the globals' __name__
     new.__dict__.update(fn.__dict__)
     new.__qualname__ = fn.__qualname__
     new.__doc__ = fn.__doc__
@@ -83,9 +85,21 @@ def rebuilt(fn: Callable[..., Any], old_globals: dict[str, Any], new_globals: di
     return new
 
 
+def _private_globals(modeling: types.ModuleType, values: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `modeling`'s globals with `values` in place of those names, and no ``__name__``.
+
+    A copy naming the module passes for its dictionary: TorchDynamo 2.11 resolves a traced
+    function's globals through ``sys.modules[__name__]``, so it guards on the module's values
+    instead of the copy's (and fails to build those guards); without the name it guards on the
+    copy itself, as 2.15 does for any globals that are not their module's dictionary."""
+    new_globals = {**vars(modeling), **values}
+    del new_globals["__name__"]
+    return new_globals
+
+
 def _install(module: nn.Module, modeling: types.ModuleType, values: dict[str, Any]) -> None:
     old_globals = vars(modeling)
-    forward = rebuilt(type(module).forward, old_globals, {**old_globals, **values}, {})
+    forward = rebuilt(type(module).forward, old_globals, _private_globals(modeling, values), {})
     if forward is type(module).forward:  # the kinds check that the forward reads the names
         raise RuntimeError(f"tileops: {type(module).__name__}.forward reads no global of {modeling.__name__}")
     module.forward = types.MethodType(forward, module)
