@@ -239,24 +239,37 @@ TEST(FP8BlockScaledGemm, ShapeRulesAreSignatureErrors) {
       HasSubstr("FP8BlockScaledGemmFwdOp: shape rule 'K % block_k == 0' does not hold"));
   // b_scales of one weight block where N = 200 needs ceil_div(200, 128) = 2.
   EXPECT_THROW(op(a, as, b, Tensor::zeros({1, 2}, DType::float32)), SignatureError);
-  EXPECT_THAT(message_of([&] {
-                op(a, as, b, Tensor::zeros({1, 2}, DType::float32));
-              }),
-              HasSubstr("b_scales is [1, 2] float32, expected [2, 2] float32"));
+  EXPECT_THAT(
+      message_of([&] {
+        op(a, as, b, Tensor::zeros({1, 2}, DType::float32));
+      }),
+      HasSubstr("FP8BlockScaledGemmFwdOp: input 'b_scales' declared [ceil_div(N, block_n), "
+                "K // block_k]: axis 0 must be 2 (ceil_div(N, block_n)), got shape [1, 2]"));
   // a_scales of the wrong width; a's and b's K differ; bfloat16 in place of e4m3.
-  EXPECT_THAT(message_of([&] {
-                op(a, Tensor::zeros({4, 1}, DType::float32), b, bs);
-              }),
-              HasSubstr("a_scales is [4, 1] float32, expected [4, 2] float32"));
+  EXPECT_THAT(
+      message_of([&] {
+        op(a, Tensor::zeros({4, 1}, DType::float32), b, bs);
+      }),
+      HasSubstr("input 'a_scales' declared [M, K // block_k]: axis 1 must be 2 (K // block_k), "
+                "got shape [4, 1]"));
   EXPECT_THROW(op(a, as, Tensor::zeros({200, 384}, DType::float8_e4m3fn), bs), SignatureError);
+  EXPECT_THAT(message_of([&] {
+                op(a, as, Tensor::zeros({200, 384}, DType::float8_e4m3fn), bs);
+              }),
+              HasSubstr("input 'b' declared [N, K]: axis 1 must be 256 (K), got shape [200, 384]"));
+  EXPECT_THROW(op(Tensor::zeros({4, 256}, DType::bfloat16), as, b, bs), SignatureError);
   EXPECT_THAT(message_of([&] {
                 op(Tensor::zeros({4, 256}, DType::bfloat16), as, b, bs);
               }),
-              HasSubstr("FP8BlockScaledGemmFwdOp"));
-  EXPECT_THROW(op(Tensor::zeros({4, 256}, DType::bfloat16), as, b, bs), SignatureError);
+              HasSubstr("input 'a' declared dtype float8_e4m3fn: must be float8_e4m3fn "
+                        "(float8_e4m3fn), got bfloat16"));
   EXPECT_THROW(op(a, as.to(DType::bfloat16), b, bs), SignatureError);
   // An `out` of the wrong shape or dtype.
   EXPECT_THROW(op(a, as, b, bs, Tensor::zeros({4, 128}, DType::bfloat16)), SignatureError);
+  EXPECT_THAT(message_of([&] {
+                op(a, as, b, bs, Tensor::zeros({4, 128}, DType::bfloat16));
+              }),
+              HasSubstr("out (output 'c') must have shape [4, 200], got [4, 128]"));
   EXPECT_THROW(op(a, as, b, bs, Tensor::zeros({4, 200}, DType::float32)), SignatureError);
   // Block sizes below 1.
   EXPECT_THAT(message_of([] { FP8BlockScaledGemmFwdOp({.block_k = 0}); }),

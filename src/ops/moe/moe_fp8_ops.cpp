@@ -107,7 +107,8 @@ Tensor fp8_gemm_rows(std::span<const Tensor> in, const ParamMap& p,
                      const std::vector<std::int64_t>& first,
                      const std::vector<std::int64_t>& count) {
   const std::int64_t k = in[0].sizes().back();
-  const std::int64_t rows = in[0].numel() / std::max<std::int64_t>(1, k);
+  std::int64_t rows = 1;  // the leading dimensions of a (K may be 0)
+  for (std::size_t d = 0; d + 1 < in[0].sizes().size(); ++d) rows *= in[0].sizes()[d];
   const std::int64_t experts = in[3].size(0);
   const std::int64_t n = in[3].size(1);
   const std::int64_t block_n = std::get<std::int64_t>(p.at("block_n"));
