@@ -2,6 +2,7 @@
 // the tolerance of the dtype.
 #pragma once
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -9,6 +10,7 @@
 
 #include "tileops/base/reference.h"
 #include "tileops/core/cuda.h"
+#include "tileops/core/error.h"
 #include "tileops/core/tensor.h"
 
 namespace tileops::gpu_test {
@@ -28,6 +30,17 @@ inline Tensor poisoned(const Sizes& sizes, DType dtype) {
 inline void expect_close(const Tensor& got, const Tensor& ref, const std::string& what) {
   const double err = max_relative_error(got, ref);
   EXPECT_LE(err, tolerance_for(got.dtype())) << what << ": max relative error " << err;
+}
+
+/// Expects `call()` to raise DispatchError (a kernel's refusal) whose message contains `reason`.
+template <class F>
+void expect_refused(F&& call, const std::string& reason, const std::string& what) {
+  try {
+    call();
+    ADD_FAILURE() << what << " ran";
+  } catch (const DispatchError& e) {
+    EXPECT_THAT(e.what(), testing::HasSubstr(reason)) << what;
+  }
 }
 
 }  // namespace tileops::gpu_test

@@ -260,20 +260,15 @@ TEST(MoEGroupedGemmFP8Kernels, OpsRunOnCudaAndRefuseWhatTheKernelCannotDo) {
   // Weight blocks of 64 and a gated N whose up half starts inside a 64-column group: refused on
   // CUDA, naming the reason.
   MoEGroupedGemmFP8FwdOp small_blocks({.block_n = 64});
-  try {
-    small_blocks(in[0], in[1], in[2], in[3], Tensor::zeros({3, 4, 2}, DType::float32).to(kGpu));
-    ADD_FAILURE() << "block_n = 64 ran on CUDA";
-  } catch (const DispatchError& e) {
-    EXPECT_THAT(e.what(), testing::HasSubstr("takes 128 x 128 weight blocks"));
-  }
+  gpu_test::expect_refused(
+      [&] {
+        small_blocks(in[0], in[1], in[2], in[3], Tensor::zeros({3, 4, 2}, DType::float32).to(kGpu));
+      },
+      "takes 128 x 128 weight blocks", "block_n = 64 on CUDA");
   const Problem odd = make_problem("odd", 2, 300, 128, 8, {0, 4, 8}, "silu_and_mul", 0, 52);
   const std::vector<Tensor> oin = device_inputs(odd);
-  try {
-    op(oin[0], oin[1], oin[2], oin[3], oin[4]);
-    ADD_FAILURE() << "gated N = 300 ran on CUDA";
-  } catch (const DispatchError& e) {
-    EXPECT_THAT(e.what(), testing::HasSubstr("N / 2 to be a multiple of 64"));
-  }
+  gpu_test::expect_refused([&] { op(oin[0], oin[1], oin[2], oin[3], oin[4]); },
+                           "N / 2 to be a multiple of 64", "gated N = 300 on CUDA");
 }
 
 #endif  // TILEOPS_WITH_CUDA

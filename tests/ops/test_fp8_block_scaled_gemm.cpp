@@ -21,16 +21,11 @@ namespace tileops {
 namespace {
 
 using testing::HasSubstr;
+using testing_util::floats;
 using testing_util::message_of;
 using testing_util::run_reference;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-Tensor floats(const std::vector<double>& v, Sizes sizes) {
-  Tensor t = Tensor::empty(std::move(sizes), DType::float32);
-  for (std::size_t i = 0; i < v.size(); ++i) t.data<float>()[i] = static_cast<float>(v[i]);
-  return t;
-}
 
 Tensor e4m3(const std::vector<double>& v, Sizes sizes) {
   return floats(v, std::move(sizes)).to(DType::float8_e4m3fn);
