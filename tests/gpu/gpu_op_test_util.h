@@ -5,8 +5,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tileops/base/reference.h"
 #include "tileops/core/cuda.h"
@@ -19,6 +22,15 @@ namespace tileops::gpu_test {
   if (!::tileops::cuda_available()) GTEST_SKIP() << "no CUDA device"
 
 inline const Device kGpu = Device::cuda(0);
+
+/// A tensor of `dtype` and `sizes` on the GPU holding `host`'s elements (bit for bit, row-major;
+/// T's size must be the dtype's element size).
+template <class T>
+Tensor device_tensor(const std::vector<T>& host, Sizes sizes, DType dtype) {
+  Tensor t = Tensor::empty(std::move(sizes), dtype);
+  std::memcpy(t.data_ptr(), host.data(), host.size() * sizeof(T));
+  return t.to(kGpu);
+}
 
 /// A tensor on the GPU filled with NaN: an element the op does not write stays NaN.
 inline Tensor poisoned(const Sizes& sizes, DType dtype) {

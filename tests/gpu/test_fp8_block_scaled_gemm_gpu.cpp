@@ -33,6 +33,7 @@ TEST(FP8BlockScaledGemmGpu, RequiresCuda) {
 using fp8_gemm_check::check;
 using fp8_gemm_check::make_problem;
 using fp8_gemm_check::Problem;
+using gpu_test::device_tensor;
 using gpu_test::kGpu;
 
 /// A dense problem: one expert owning the M rows.
@@ -40,13 +41,6 @@ Problem dense_problem(std::int64_t M, std::int64_t N, std::int64_t K, unsigned s
   return make_problem(
       "M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K), 1, N, K, M,
       {0, static_cast<std::int32_t>(M)}, "none", 0, seed);
-}
-
-template <class T>
-Tensor device_tensor(const std::vector<T>& host, Sizes sizes, DType dtype) {
-  Tensor t = Tensor::empty(std::move(sizes), dtype);
-  std::memcpy(t.data_ptr(), host.data(), host.size() * sizeof(T));
-  return t.to(kGpu);
 }
 
 /// a [M, K], a_scales [M, K / 128], b [N, K], b_scales [ceil(N / 128), K / 128] on the GPU.

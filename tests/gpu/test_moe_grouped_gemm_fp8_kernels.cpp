@@ -45,6 +45,7 @@ namespace ck = cuda_kernels;
 using fp8_gemm_check::check;
 using fp8_gemm_check::make_problem;
 using fp8_gemm_check::Problem;
+using gpu_test::device_tensor;
 using gpu_test::kGpu;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -55,13 +56,6 @@ MoEActivation activation_of(const Problem& p) {
   return p.act == "none"           ? MoEActivation::none
          : p.act == "silu_and_mul" ? MoEActivation::silu_and_mul
                                    : MoEActivation::gelu_and_mul;
-}
-
-template <class T>
-Tensor device_tensor(const std::vector<T>& host, Sizes sizes, DType dtype) {
-  Tensor t = Tensor::empty(std::move(sizes), dtype);
-  std::memcpy(t.data_ptr(), host.data(), host.size() * sizeof(T));
-  return t.to(kGpu);
 }
 
 /// The problem's tensors on the GPU, in the ops' shapes: a, a_scales, offsets, b, b_scales.
