@@ -17,41 +17,8 @@ cd "$repo"
 build="${TILEOPS_BUILD_DIR:-build-gpu}"
 logs="${OUT:-$build/paged-check}"
 mkdir -p "$logs"
-export PYTHONUNBUFFERED=1
-if [[ -d /usr/local/cuda/bin && ":$PATH:" != *":/usr/local/cuda/bin:"* ]]; then
-  export PATH="$PATH:/usr/local/cuda/bin"
-fi
-source "$repo/scripts/offline-deps.sh"
-
-deadline=$((SECONDS + ${PAGED_CHECK_BUDGET_S:-200}))
-results=()
-# step NAME LIMIT_S LOG -- command...: the command within min(LIMIT_S, what is left), logged.
-step() {
-  local name=$1 limit=$2 log=$3
-  shift 4
-  local left=$((deadline - SECONDS)) t0=$SECONDS rc
-  ((left < limit)) && limit=$left
-  if ((limit < 5)); then
-    results+=("$name: SKIPPED (no time left)")
-    return 1
-  fi
-  echo "== $name (limit ${limit}s)"
-  timeout --kill-after=5 "$limit" "$@" >> "$logs/$log" 2>&1
-  rc=$?
-  results+=("$name: $( ((rc == 0)) && echo ok || echo "FAIL($rc)") ($((SECONDS - t0)) s, $log)")
-  return $rc
-}
-
-{
-  # A copy without .git (git archive) names its commit in COMMIT.
-  if [[ -f "$repo/COMMIT" ]]; then echo "commit: $(cat "$repo/COMMIT")"; else
-    echo "commit: $(git -C "$repo" rev-parse HEAD)"; fi
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
-  echo "nvcc: $(nvcc --version | tail -1)"
-  python3 -c 'import torch; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version())'
-  echo "host: $(nproc) cores"
-} > "$logs/info.txt" 2>&1
-cat "$logs/info.txt"
+DEVICE_STEPS_BUDGET_S=${PAGED_CHECK_BUDGET_S:-200}
+source "$repo/scripts/device-steps.sh"
 
 step configure 60 build.log -- cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DTILEOPS_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DTILEOPS_BUILD_TESTS=ON \

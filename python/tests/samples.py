@@ -171,6 +171,19 @@ def grouped_gemm_fp8_masked(device: str, e: int, max_m: int, n: int, k: int, act
                 f"{e}x{max_m}x{n}x{k}-{activation}-b{block_n}x{block_k}")
 
 
+def fp8_block_scaled_gemm(device: str, m: int, n: int, k: int, block_n: int = 128,
+                          block_k: int = 128) -> Case:
+    # values and scales as grouped_gemm_fp8's: one expert owning every row, b [N, K]
+    a = _randn((m, k), torch.float32, "cpu", 28).to(torch.float8_e4m3fn).to(device)
+    a_scales = (0.5 + torch.rand(m, k // block_k, generator=_gen(29))).to(device)
+    b = _randn((n, k), torch.float32, "cpu", 30).to(torch.float8_e4m3fn).to(device)
+    n_blocks = (n + block_n - 1) // block_n
+    b_scales = ((0.5 + torch.rand(n_blocks, k // block_k, generator=_gen(31))) / k**0.5).to(device)
+    params = {"block_n": block_n, "block_k": block_k}
+    return Case("FP8BlockScaledGemmFwdOp", params, (a, a_scales, b, b_scales),
+                f"{m}x{n}x{k}-b{block_n}x{block_k}")
+
+
 def post_permute(device: str, dtype: torch.dtype, m: int, k: int, h: int) -> Case:
     r = m * k
     expert_out = _randn((r, h), dtype, device, 16)
@@ -325,6 +338,9 @@ def cases(device: str) -> list[Case]:
                              blocks))
     out.append(_cuda_refuses(
         grouped_gemm_fp8_masked(device, 2, 5, 64, 192, "silu_and_mul", [2, 5], 32, 64), blocks))
+    out.append(fp8_block_scaled_gemm(device, 13, 200, 256))  # odd M, a partial weight block
+    out.append(fp8_block_scaled_gemm(device, 1, 128, 128))
+    out.append(_cuda_refuses(fp8_block_scaled_gemm(device, 5, 96, 192, 32, 64), blocks))
     for dtype in (torch.float32, torch.bfloat16, torch.float16):
         varlen = attention_varlen(device, dtype, [5, 3, 0, 2], [5, 7, 0, 1])
         # The Hopper kernel takes float16 and bfloat16, head dims 64, 128 and 256.
@@ -367,6 +383,7 @@ SAMPLE_BUILDERS: dict[str, Callable[..., Case]] = {
     "MoEGroupedGemmFP8FwdOp": grouped_gemm_fp8,
     "MoEGroupedGemmFP8MaskedFwdOp": grouped_gemm_fp8_masked,
     "MoEPostPermuteFwdOp": post_permute,
+    "FP8BlockScaledGemmFwdOp": fp8_block_scaled_gemm,
     "PerTokenGroupQuantFP8FwdOp": token_group_quant,
     "GroupedQueryAttentionVarlenFwdOp": attention_varlen,
     "GroupedQueryAttentionPagedFwdOp": attention_paged,

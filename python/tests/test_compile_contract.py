@@ -90,6 +90,11 @@ def cold_grouped_gemm_fp8_masked(device: str) -> None:
     _cold_compile(samples.grouped_gemm_fp8_masked(device, 3, 8, 256, 128, "silu_and_mul", [8, 0, 3]))
 
 
+@register_compile_contract("FP8BlockScaledGemmFwdOp")
+def cold_fp8_block_scaled_gemm(device: str) -> None:
+    _cold_compile(samples.fp8_block_scaled_gemm(device, 13, 200, 256))
+
+
 @register_compile_contract("MoEPostPermuteFwdOp")
 def cold_post_permute(device: str) -> None:
     _cold_compile(samples.post_permute(device, torch.float32, 4, 2, 16))

@@ -182,6 +182,26 @@ def test_grouped_gemm_fp8_masked(device: str, activation: str) -> None:
     _close(got, want, torch.bfloat16)
 
 
+@pytest.mark.parametrize("m", [1, 13])
+def test_fp8_block_scaled_gemm(device: str, m: int) -> None:
+    # CPU: N = 200 (a partial last weight block), blocks of 64 x 64; CUDA: its 128 x 128 blocks
+    blk = 64 if device == "cpu" else 128
+    case = samples.fp8_block_scaled_gemm(device, m, 200, 256, blk, blk)
+    a, a_scales, b, b_scales = case.inputs
+    got = samples.build(case)(*case.inputs)
+    assert got.dtype == torch.bfloat16 and got.shape == (m, 200)
+    one = torch.tensor([0, m], dtype=torch.int32)
+    _close(got, grouped_gemm_fp8_ref(a, a_scales, one, b[None], b_scales[None], "none", blk, blk),
+           torch.bfloat16)
+    # DeepGEMM's transposed, TMA-aligned activation scales: the same values, the same result
+    aligned = (m + 3) // 4 * 4
+    storage = torch.zeros(a_scales.shape[1], aligned, device=a_scales.device)
+    storage[:, :m] = a_scales.t()
+    transposed = storage[:, :m].t()
+    assert not transposed.is_contiguous()
+    assert torch.equal(samples.build(case)(a, transposed, b, b_scales), got)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_post_permute(device: str, dtype: torch.dtype) -> None:
     case = samples.post_permute(device, dtype, 6, 2, 32)

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <string>
 #include <thread>
 #include <utility>
@@ -78,6 +79,43 @@ inline Problem problem_of(std::string name, std::string act, const Tensor& a,
   bytes(host(offsets), p.offsets);
   bytes(host(b), p.b);
   bytes(host(b_scales), p.bs);
+  return p;
+}
+
+/// A random problem: codes of magnitude 2^-4 .. 7.5 with either sign (one in 16 a zero) and
+/// scales 2^i [1, 2), i in [-8, 8], so that a scale applied to the wrong block misses by far more
+/// than the bound. max_m > 0: the masked layout (M = E * max_m, `offsets` the counts).
+inline Problem make_problem(std::string name, std::int64_t E, std::int64_t N, std::int64_t K,
+                            std::int64_t M, std::vector<std::int32_t> offsets, std::string act,
+                            std::int64_t max_m, unsigned seed) {
+  Problem p;
+  p.name = std::move(name);
+  p.E = E;
+  p.N = N;
+  p.K = K;
+  p.M = max_m > 0 ? E * max_m : M;
+  p.max_m = max_m;
+  p.offsets = std::move(offsets);
+  p.act = std::move(act);
+  std::mt19937 rng(seed);
+  // Codes of magnitude 2^-4 .. 7.5 with either sign, and one in 16 a zero.
+  const auto code = [&] {
+    const unsigned r = rng();
+    if ((r & 15u) == 0) return std::uint8_t{0};
+    return static_cast<std::uint8_t>(((r >> 4) & 0x80u) | ((3 + (r >> 8) % 7) << 3) |
+                                     ((r >> 16) & 7u));
+  };
+  std::uniform_real_distribution<double> mantissa(1.0, 2.0);
+  std::uniform_int_distribution<int> exponent(-8, 8);
+  const auto scale = [&] { return static_cast<float>(std::ldexp(mantissa(rng), exponent(rng))); };
+  p.a.resize(static_cast<std::size_t>(p.M * K));
+  p.b.resize(static_cast<std::size_t>(E * N * K));
+  p.as.resize(static_cast<std::size_t>(p.M * p.kblocks()));
+  p.bs.resize(static_cast<std::size_t>(E * p.nblocks() * p.kblocks()));
+  for (auto& v : p.a) v = code();
+  for (auto& v : p.b) v = code();
+  for (auto& v : p.as) v = scale();
+  for (auto& v : p.bs) v = scale();
   return p;
 }
 

@@ -43,7 +43,9 @@ TEST(MoEGroupedGemmFP8Kernels, RequiresCuda) {
 
 namespace ck = cuda_kernels;
 using fp8_gemm_check::check;
+using fp8_gemm_check::make_problem;
 using fp8_gemm_check::Problem;
+using gpu_test::device_tensor;
 using gpu_test::kGpu;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -54,47 +56,6 @@ MoEActivation activation_of(const Problem& p) {
   return p.act == "none"           ? MoEActivation::none
          : p.act == "silu_and_mul" ? MoEActivation::silu_and_mul
                                    : MoEActivation::gelu_and_mul;
-}
-
-Problem make_problem(std::string name, std::int64_t E, std::int64_t N, std::int64_t K,
-                     std::int64_t M, std::vector<std::int32_t> offsets, std::string act,
-                     std::int64_t max_m, unsigned seed) {
-  Problem p;
-  p.name = std::move(name);
-  p.E = E;
-  p.N = N;
-  p.K = K;
-  p.M = max_m > 0 ? E * max_m : M;
-  p.max_m = max_m;
-  p.offsets = std::move(offsets);
-  p.act = std::move(act);
-  std::mt19937 rng(seed);
-  // Codes of magnitude 2^-4 .. 7.5 with either sign, and one in 16 a zero.
-  const auto code = [&] {
-    const unsigned r = rng();
-    if ((r & 15u) == 0) return std::uint8_t{0};
-    return static_cast<std::uint8_t>(((r >> 4) & 0x80u) | ((3 + (r >> 8) % 7) << 3) |
-                                     ((r >> 16) & 7u));
-  };
-  std::uniform_real_distribution<double> mantissa(1.0, 2.0);
-  std::uniform_int_distribution<int> exponent(-8, 8);
-  const auto scale = [&] { return static_cast<float>(std::ldexp(mantissa(rng), exponent(rng))); };
-  p.a.resize(static_cast<std::size_t>(p.M * K));
-  p.b.resize(static_cast<std::size_t>(E * N * K));
-  p.as.resize(static_cast<std::size_t>(p.M * p.kblocks()));
-  p.bs.resize(static_cast<std::size_t>(E * p.nblocks() * p.kblocks()));
-  for (auto& v : p.a) v = code();
-  for (auto& v : p.b) v = code();
-  for (auto& v : p.as) v = scale();
-  for (auto& v : p.bs) v = scale();
-  return p;
-}
-
-template <class T>
-Tensor device_tensor(const std::vector<T>& host, Sizes sizes, DType dtype) {
-  Tensor t = Tensor::empty(std::move(sizes), dtype);
-  std::memcpy(t.data_ptr(), host.data(), host.size() * sizeof(T));
-  return t.to(kGpu);
 }
 
 /// The problem's tensors on the GPU, in the ops' shapes: a, a_scales, offsets, b, b_scales.
@@ -293,20 +254,15 @@ TEST(MoEGroupedGemmFP8Kernels, OpsRunOnCudaAndRefuseWhatTheKernelCannotDo) {
   // Weight blocks of 64 and a gated N whose up half starts inside a 64-column group: refused on
   // CUDA, naming the reason.
   MoEGroupedGemmFP8FwdOp small_blocks({.block_n = 64});
-  try {
-    small_blocks(in[0], in[1], in[2], in[3], Tensor::zeros({3, 4, 2}, DType::float32).to(kGpu));
-    ADD_FAILURE() << "block_n = 64 ran on CUDA";
-  } catch (const DispatchError& e) {
-    EXPECT_THAT(e.what(), testing::HasSubstr("takes 128 x 128 weight blocks"));
-  }
+  gpu_test::expect_refused(
+      [&] {
+        small_blocks(in[0], in[1], in[2], in[3], Tensor::zeros({3, 4, 2}, DType::float32).to(kGpu));
+      },
+      "takes 128 x 128 weight blocks", "block_n = 64 on CUDA");
   const Problem odd = make_problem("odd", 2, 300, 128, 8, {0, 4, 8}, "silu_and_mul", 0, 52);
   const std::vector<Tensor> oin = device_inputs(odd);
-  try {
-    op(oin[0], oin[1], oin[2], oin[3], oin[4]);
-    ADD_FAILURE() << "gated N = 300 ran on CUDA";
-  } catch (const DispatchError& e) {
-    EXPECT_THAT(e.what(), testing::HasSubstr("N / 2 to be a multiple of 64"));
-  }
+  gpu_test::expect_refused([&] { op(oin[0], oin[1], oin[2], oin[3], oin[4]); },
+                           "N / 2 to be a multiple of 64", "gated N = 300 on CUDA");
 }
 
 #endif  // TILEOPS_WITH_CUDA

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tileops/base/reference.h"
 #include "tileops/core/tensor.h"
@@ -23,6 +25,15 @@ inline std::vector<Tensor> run_reference(const char* op, const std::vector<Tenso
   const ReferenceFn* fn = find_reference(op);
   EXPECT_NE(fn, nullptr) << "no reference registered for " << op;
   return (*fn)(inputs, params);
+}
+
+/// A float32 CPU tensor of `sizes` holding `values` (each rounded to float32), row-major.
+inline Tensor floats(const std::vector<double>& values, Sizes sizes) {
+  Tensor t = Tensor::empty(std::move(sizes), DType::float32);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    t.data<float>()[i] = static_cast<float>(values[i]);
+  }
+  return t;
 }
 
 template <class F>

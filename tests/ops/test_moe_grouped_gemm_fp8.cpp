@@ -17,17 +17,12 @@ namespace tileops {
 namespace {
 
 using testing::HasSubstr;
+using testing_util::floats;
 using testing_util::message_of;
 using testing_util::run_reference;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-Tensor floats(const std::vector<double>& v, Sizes sizes) {
-  Tensor t = Tensor::empty(std::move(sizes), DType::float32);
-  for (std::size_t i = 0; i < v.size(); ++i) t.data<float>()[i] = static_cast<float>(v[i]);
-  return t;
-}
 
 Tensor ints(const std::vector<std::int32_t>& v) {
   Tensor t = Tensor::empty({static_cast<std::int64_t>(v.size())}, DType::int32);

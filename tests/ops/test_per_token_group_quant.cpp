@@ -13,17 +13,12 @@ namespace tileops {
 namespace {
 
 using testing::HasSubstr;
+using testing_util::floats;
 using testing_util::message_of;
 using testing_util::run_reference;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-Tensor floats(const std::vector<double>& v, Sizes sizes) {
-  Tensor t = Tensor::empty(std::move(sizes), DType::float32);
-  for (std::size_t i = 0; i < v.size(); ++i) t.data<float>()[i] = static_cast<float>(v[i]);
-  return t;
-}
 
 /// Equal values, NaN equal to NaN, and zeros of equal sign.
 void expect_same_values(const std::vector<double>& got, const std::vector<double>& want,

@@ -184,4 +184,9 @@ void GroupedGemmFP8MaskedCpu::forward(const Tensor& a, const Tensor& a_scales, c
   grouped_gemm(call_, a, a_scales, b, b_scales, first, count, c);
 }
 
+void FP8BlockScaledGemmCpu::forward(const Tensor& a, const Tensor& a_scales, const Tensor& b,
+                                    const Tensor& b_scales, const Tensor& c) {
+  grouped_gemm(call_, a, a_scales, b, b_scales, {0}, {call_.rows}, c);
+}
+
 }  // namespace tileops

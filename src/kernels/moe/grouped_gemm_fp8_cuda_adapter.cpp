@@ -62,6 +62,20 @@ void GroupedGemmFP8CudaLaunch::run(const Tensor& a, const Tensor& a_scales, cons
   ck::launch_grouped_gemm_fp8(args, config, stream);
 }
 
+namespace {
+
+Tensor one_group_offsets(const GroupedGemmFP8Call& call) {
+  Tensor offsets = Tensor::empty({2}, DType::int32);
+  offsets.data<std::int32_t>()[0] = 0;
+  offsets.data<std::int32_t>()[1] = static_cast<std::int32_t>(call.rows);
+  return offsets.to(call.device);
+}
+
+}  // namespace
+
+FP8BlockScaledGemmCuda::FP8BlockScaledGemmCuda(const GroupedGemmFP8Call& call)
+    : launch_(call), offsets_(one_group_offsets(call)) {}
+
 }  // namespace tileops
 
 #endif  // TILEOPS_WITH_CUDA

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/moe/grouped_gemm_fp8_impls.h"
+#include "ops/moe/grouped_gemm_fp8_reference.h"
 #include "ops/moe/moe_reference_math.h"
 #include "ops/quant/e4m3_reference.h"
 #include "tileops/base/reference.h"
@@ -106,7 +107,8 @@ Tensor fp8_gemm_rows(std::span<const Tensor> in, const ParamMap& p,
                      const std::vector<std::int64_t>& first,
                      const std::vector<std::int64_t>& count) {
   const std::int64_t k = in[0].sizes().back();
-  const std::int64_t rows = in[0].numel() / std::max<std::int64_t>(1, k);
+  std::int64_t rows = 1;  // the leading dimensions of a (K may be 0)
+  for (std::size_t d = 0; d + 1 < in[0].sizes().size(); ++d) rows *= in[0].sizes()[d];
   const std::int64_t experts = in[3].size(0);
   const std::int64_t n = in[3].size(1);
   const std::int64_t block_n = std::get<std::int64_t>(p.at("block_n"));
@@ -143,7 +145,10 @@ Tensor fp8_gemm_rows(std::span<const Tensor> in, const ParamMap& p,
   return c;
 }
 
-std::vector<Tensor> grouped_gemm_fp8_reference(std::span<const Tensor> in, const ParamMap& p) {
+}  // namespace
+
+std::vector<Tensor> fp8_gemm_reference::grouped_gemm_fp8_reference(std::span<const Tensor> in,
+                                                                   const ParamMap& p) {
   const std::vector<double> offsets = in[2].to(Device::cpu()).to_vector();
   std::vector<std::int64_t> first;
   std::vector<std::int64_t> count;
@@ -153,6 +158,8 @@ std::vector<Tensor> grouped_gemm_fp8_reference(std::span<const Tensor> in, const
   }
   return {fp8_gemm_rows(in, p, first, count)};
 }
+
+namespace {
 
 /// Expert e's rows start at e * max_m; counts outside [0, max_m] are refused as by the op.
 std::vector<Tensor> grouped_gemm_fp8_masked_reference(std::span<const Tensor> in,
@@ -172,11 +179,13 @@ std::vector<Tensor> grouped_gemm_fp8_masked_reference(std::span<const Tensor> in
   return {c.reshape({in[0].size(0), max_m, c.size(1)})};
 }
 
+}  // namespace
+
 /// The row-sampled reference (`tileops bench` checks DeepSeek-sized cases with it): a sampled
 /// row reads only its expert's weights, dequantized in double once per expert (rows are sorted,
 /// so one expert's rows come together). Each value as fp8_gemm_rows computes it.
-std::vector<Tensor> grouped_gemm_fp8_sampled(std::span<const Tensor> in, const ParamMap& p,
-                                             std::span<const std::int64_t> rows) {
+std::vector<Tensor> fp8_gemm_reference::grouped_gemm_fp8_sampled(
+    std::span<const Tensor> in, const ParamMap& p, std::span<const std::int64_t> rows) {
   const std::int64_t k = in[0].size(1);
   const std::int64_t n = in[3].size(1);
   const std::int64_t block_n = std::get<std::int64_t>(p.at("block_n"));
@@ -216,6 +225,8 @@ std::vector<Tensor> grouped_gemm_fp8_sampled(std::span<const Tensor> in, const P
   return {c};
 }
 
+namespace {
+
 /// The masked layout's row-sampled reference: its rows of dimension 0 are experts, each sampled
 /// expert's [max_m, N or N / 2] block computed as grouped_gemm_fp8_masked_reference computes it
 /// (from that expert's operands alone).
@@ -246,9 +257,10 @@ std::vector<Tensor> grouped_gemm_fp8_masked_sampled(std::span<const Tensor> in, 
 
 }  // namespace
 
-TILEOPS_REGISTER_REFERENCE(MoEGroupedGemmFP8FwdOp, grouped_gemm_fp8_reference)
+TILEOPS_REGISTER_REFERENCE(MoEGroupedGemmFP8FwdOp, fp8_gemm_reference::grouped_gemm_fp8_reference)
 TILEOPS_REGISTER_REFERENCE(MoEGroupedGemmFP8MaskedFwdOp, grouped_gemm_fp8_masked_reference)
-TILEOPS_REGISTER_SAMPLED_REFERENCE(MoEGroupedGemmFP8FwdOp, grouped_gemm_fp8_sampled)
+TILEOPS_REGISTER_SAMPLED_REFERENCE(MoEGroupedGemmFP8FwdOp,
+                                   fp8_gemm_reference::grouped_gemm_fp8_sampled)
 TILEOPS_REGISTER_SAMPLED_REFERENCE(MoEGroupedGemmFP8MaskedFwdOp, grouped_gemm_fp8_masked_sampled)
 
 }  // namespace tileops
