@@ -73,7 +73,9 @@ int blocks_per_sm(int device, std::int64_t head_dim, DType dtype, int rows) {
   return cache[key] = blocks;
 }
 
-void check_args(const AttentionPagedArgs& a) {
+}  // namespace
+
+void check_attention_paged_args(const AttentionPagedArgs& a) {
   if (a.dtype != DType::float16 && a.dtype != DType::bfloat16)
     throw SignatureError(kWho + "dtype must be float16 or bfloat16, got " +
                          std::string(dtype_name(a.dtype)));
@@ -95,10 +97,8 @@ void check_args(const AttentionPagedArgs& a) {
     throw SignatureError(kWho + "more than 2^30 query rows, sequences or keys, or 65535 KV heads");
 }
 
-}  // namespace
-
 AttentionPagedPlan attention_paged_plan_for(const AttentionPagedArgs& a) {
-  check_args(a);
+  check_attention_paged_args(a);
   const int device = current_device();
   const auto [major, minor, sms] = device_facts(device);
   AttentionPagedPlan plan =
@@ -114,7 +114,7 @@ AttentionPagedPlan attention_paged_plan_for(const AttentionPagedArgs& a) {
 
 void launch_attention_paged(const AttentionPagedArgs& a, const AttentionPagedPlan& plan,
                             void* stream) {
-  check_args(a);
+  check_attention_paged_args(a);
   if (plan.rows_per_tile != 16 && plan.rows_per_tile != 64)
     throw SignatureError(kWho + "rows_per_tile must be 16 or 64, got " +
                          std::to_string(plan.rows_per_tile));
