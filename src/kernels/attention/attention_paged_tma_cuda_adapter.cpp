@@ -22,7 +22,8 @@ std::optional<std::string> AttentionPagedTmaCuda::refusal(const AttentionPagedCa
 
 std::string AttentionPagedTmaCuda::config() const {
   return "varlen TMA pipeline over pages, " + std::to_string(call_.head_dim == 256 ? 64 : 128) +
-         " keys per stage, 2 stages, 384 threads, persistent";
+         " keys per stage, " + (call_.head_dim == 128 ? "3" : "2") +
+         " stages, 384 threads, persistent";
 }
 
 void AttentionPagedTmaCuda::forward(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,

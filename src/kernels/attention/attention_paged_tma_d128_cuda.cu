@@ -4,7 +4,7 @@
 namespace tileops::cuda_kernels::attention_detail {
 
 bool launch_paged_tma_d128(const VarlenLaunch& l) {
-  return launch_if<128, 128, 2, 2, true>(l);
+  return launch_if<128, 128, 3, 1, true>(l);
 }
 
 }  // namespace tileops::cuda_kernels::attention_detail
