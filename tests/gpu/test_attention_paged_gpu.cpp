@@ -74,6 +74,19 @@ std::string describe(const Case& c, const Batch& b, const char* mask) {
                      dtype_name(c.dtype), c.heads_q, c.heads_kv, mask);
 }
 
+/// Every mask kind and score path, named.
+std::vector<std::pair<const char*, Params>> mask_kinds() {
+  return {
+      {"causal", {}},
+      {"non-causal", {.causal = false}},
+      {"causal window 100", {.window_left = 100}},
+      {"non-causal window 50", {.causal = false, .window_left = 50}},
+      {"causal window 0", {.window_left = 0}},
+      {"causal softcap 30", {.softcap = 30.0}},
+      {"scale 0.05", {.causal = false, .softmax_scale = 0.05}},
+  };
+}
+
 /// What runs on the GPU: the op (its selection), or the TMA kernel's adapter called directly.
 enum class Via { op, tma_kernel };
 
@@ -141,15 +154,7 @@ TEST(AttentionPagedGpu, EveryPageSizeHeadDimAndDTypeMatchesTheCpu) {
 
 TEST(AttentionPagedGpu, EveryMaskKindAndHeadGroupMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
-  const std::vector<std::pair<const char*, Params>> masks = {
-      {"causal", {}},
-      {"non-causal", {.causal = false}},
-      {"causal window 100", {.window_left = 100}},
-      {"non-causal window 50", {.causal = false, .window_left = 50}},
-      {"causal window 0", {.window_left = 0}},
-      {"causal softcap 30", {.softcap = 30.0}},
-      {"scale 0.05", {.causal = false, .softmax_scale = 0.05}},
-  };
+  const auto masks = mask_kinds();
   for (const auto& [hq, hkv] : {std::pair{32, 8}, std::pair{8, 8}, std::pair{6, 1}}) {
     for (const std::int64_t page : {16, 64}) {
       for (const auto& [name, params] : masks) {
@@ -221,15 +226,7 @@ TEST(AttentionPagedGpu, TmaKernelEveryPageSizeHeadDimAndDTypeMatchesTheCpu) {
 
 TEST(AttentionPagedGpu, TmaKernelEveryMaskKindAndHeadGroupMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
-  const std::vector<std::pair<const char*, Params>> masks = {
-      {"causal", {}},
-      {"non-causal", {.causal = false}},
-      {"causal window 100", {.window_left = 100}},
-      {"non-causal window 50", {.causal = false, .window_left = 50}},
-      {"causal window 0", {.window_left = 0}},
-      {"causal softcap 30", {.softcap = 30.0}},
-      {"scale 0.05", {.causal = false, .softmax_scale = 0.05}},
-  };
+  const auto masks = mask_kinds();
   for (const auto& [name, params] : masks) {
     for (const auto& [hq, hkv] : {std::pair{32, 8}, std::pair{8, 8}, std::pair{6, 1}}) {
       for (const std::int64_t page : {16, 64}) {

@@ -272,8 +272,8 @@ void launch_attention_paged_tma(const AttentionPagedArgs& a, int32_t* tile_count
   const DeviceFacts facts = hopper_device(who);
 
   VarlenLaunch l{};
-  // Every page size divides block_n. Three stages at D 128 (one Q stage): 5% faster than two at
-  // page 64, the same at page 16 (docs/perf/2026-12-04-h200-attention-paged-prefill.md).
+  // Every page size divides block_n. Three stages at D 128 (one Q stage): the faster of two and
+  // three as measured (docs/perf/2026-12-04-h200-attention-paged-prefill.md).
   l.block_n = a.head_dim == 256 ? 64 : 128;
   l.stages = a.head_dim == 128 ? 3 : 2;
   const int box_rows = static_cast<int>(std::min<int64_t>(a.page_size, l.block_n));
