@@ -130,6 +130,10 @@ inline std::int64_t attention_paged_workspace_floats(int splits, std::int64_t to
 /// multiple of heads_kv, negative sizes, more than 2^30 query rows, sequences or keys).
 void check_attention_paged_args(const AttentionPagedArgs& args);
 
+/// Raises SignatureError for a null tensor pointer (the block table may be null when `width` is
+/// 0) or q, the caches or out not 16-byte aligned, lse not 4-byte aligned.
+void check_attention_paged_pointers(const AttentionPagedArgs& args);
+
 /// The plan for `args` on the current device (its multiprocessors and the kernel's occupancy).
 /// Raises what launch_attention_paged raises for arguments it cannot take.
 AttentionPagedPlan attention_paged_plan_for(const AttentionPagedArgs& args);

@@ -262,13 +262,7 @@ void launch_attention_paged_tma(const AttentionPagedArgs& a, int32_t* tile_count
   const int64_t max_tiles = a.heads_q * ((a.total_q + kBlockM - 1) / kBlockM + a.batch);
   if (max_tiles > INT_MAX / 2)
     throw SignatureError(who + "too many tiles (" + std::to_string(max_tiles) + ")");
-  if (a.q == nullptr || a.out == nullptr || a.lse == nullptr || a.k_cache == nullptr ||
-      a.v_cache == nullptr || a.cu_seqlens_q == nullptr || a.seqused_k == nullptr ||
-      (a.width > 0 && a.block_table == nullptr))
-    throw SignatureError(who + "a tensor pointer is null");
-  if (!aligned16(a.q) || !aligned16(a.k_cache) || !aligned16(a.v_cache) || !aligned16(a.out) ||
-      (reinterpret_cast<uintptr_t>(a.lse) & 3u) != 0)
-    throw SignatureError(who + "q, k_cache, v_cache and out must be 16-byte aligned, lse 4-byte");
+  check_attention_paged_pointers(a);
   const DeviceFacts facts = hopper_device(who);
 
   VarlenLaunch l{};
