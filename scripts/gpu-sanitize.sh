@@ -3,7 +3,7 @@
 # over the tests of the kernels that use shared memory, mbarriers or TMA (every kernel family:
 # the bf16 and FP8 grouped GEMMs with their TMA loads and mbarrier pipelines, the staged and
 # re-reading RMSNorm kernels, the permutes, the quantizations, the routing, LongRoPE, the varlen
-# attention's pipeline, the paged attention's split-KV kernel and its merge, the KV-cache write and the attention state merge), on their small shapes
+# attention's pipeline, the paged attention's split-KV kernel and its merge and its TMA pipeline, the KV-cache write and the attention state merge), on their small shapes
 # since the race and sync checkers slow a kernel down a hundredfold; and racecheck over every FP8
 # test (the FP8 GEMM kernels, the quantizing pre-permutes, the quantization, the FP8 and masked
 # MoE ops, CUDA-graph replays included), one process per test. Any reported error fails the
@@ -51,6 +51,7 @@ shared_memory_tests=(
   'MoEGroupedTopKRouting.Cases' 'GpuMoEOps.PrePermuteQuantMaskedMatchesTheCpuImplementationBitForBit'
   'AttentionKVCacheWriteGpu.SlotsOutsideTheCacheAreSkipped' 'AttentionMergeStatesGpu.MatchesTheCpuImplementation'
   'AttentionVarlenGpu.SmallCasesEveryHeadDim' 'AttentionPagedGpu.SmallCasesEveryHeadDim'
+  'AttentionPagedGpu.TmaKernelSmallCasesEveryHeadDim'
 )
 
 # Every FP8 test, each under racecheck in its own process (gtest filter patterns, expanded with

@@ -36,7 +36,7 @@ export PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}"
 step peers 100 peers.log -- \
   python3 bench/peers_attention_paged.py --iters "${PAGED_CHECK_ITERS:-20}" \
   --csv "$logs/peers.csv" --flex "$flex"
-small='AttentionPagedGpu.SmallCasesEveryHeadDim'
+small='AttentionPagedGpu.SmallCasesEveryHeadDim:AttentionPagedGpu.TmaKernelSmallCasesEveryHeadDim'
 step memcheck 40 sanitize.log -- compute-sanitizer --tool memcheck --error-exitcode 99 "$tests" \
   --gtest_filter="$small:AttentionPagedGpu.UnusedCacheRowsAndTableEntriesAreNeverRead" --gtest_brief=1
 step racecheck 40 sanitize.log -- compute-sanitizer --tool racecheck --racecheck-report all \

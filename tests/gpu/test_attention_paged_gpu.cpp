@@ -1,7 +1,8 @@
 // GroupedQueryAttentionPagedFwdOp on CUDA through the whole Op path against its CPU
 // implementation on the same inputs (outputs poisoned with NaN first): every page size (16, 32,
-// 64, 128), head dim (64, 128, 256), dtype and mask kind, decode-shaped calls (16-row tiles) and
-// prefill-shaped and mixed ones (64-row tiles), one split and several; NaN in every cache row no
+// 64, 128), head dim (64, 128, 256), dtype and mask kind, decode-shaped calls (the split kernel,
+// 16-row tiles, one split and several) and prefill-shaped and mixed ones (the TMA kernel); the
+// TMA kernel called directly on every shape, chunked prefill included; NaN in every cache row no
 // sequence uses and garbage in the table entries past each sequence's pages; a CUDA graph
 // captured once and replayed after seqused_k, the block table and q changed; the refusal of
 // other page sizes. Skipped without a GPU.
@@ -20,6 +21,9 @@
 
 #include "gpu/gpu_op_test_util.h"
 #include "kernels/attention/attention_paged_cuda.h"
+#if TILEOPS_WITH_CUDA
+#include "kernels/attention/attention_paged_cuda_impls.h"
+#endif
 #include "ops/attention_test_util.h"
 #include "tileops/core/cuda.h"
 #include "tileops/core/error.h"
@@ -47,11 +51,13 @@ struct Batch {
   std::vector<std::int32_t> k_lengths;
 };
 
-// Decoding (16-row tiles, several splits): lengths off every page size, a sequence of one key, an
-// empty one. Mixed (64-row tiles): decoding queries beside prefill chunks, a whole prefill, queries
-// over no key (sq > sk), an empty sequence.
+// Decoding (the split kernel, 16-row tiles, several splits): lengths off every page size, a
+// sequence of one key, an empty one. Mixed (the TMA kernel): decoding queries beside prefill
+// chunks, a whole prefill, queries over no key (sq > sk), an empty sequence. Chunked (the TMA
+// kernel): chunks over longer prefixes (sq < sk, more than one 128-query tile), partial last pages.
 const Batch kDecode{"decode", {1, 1, 1, 1, 1, 0}, {300, 1, 129, 64, 1000, 0}};
 const Batch kMixed{"mixed", {1, 40, 1, 77, 0, 5, 1}, {700, 300, 16, 77, 0, 2, 129}};
+const Batch kChunked{"chunked", {130, 0, 33, 1, 17}, {300, 0, 40, 129, 200}};
 
 struct Case {
   std::int64_t heads_q = 8;
@@ -68,11 +74,28 @@ std::string describe(const Case& c, const Batch& b, const char* mask) {
                      dtype_name(c.dtype), c.heads_q, c.heads_kv, mask);
 }
 
-/// The CUDA op against the CPU op on the same q and paged cache (two spare table entries per
-/// sequence, set to `unused_entry`; cache rows no sequence uses set to `unused_value` when given).
+/// Every mask kind and score path, named.
+std::vector<std::pair<const char*, Params>> mask_kinds() {
+  return {
+      {"causal", {}},
+      {"non-causal", {.causal = false}},
+      {"causal window 100", {.window_left = 100}},
+      {"non-causal window 50", {.causal = false, .window_left = 50}},
+      {"causal window 0", {.window_left = 0}},
+      {"causal softcap 30", {.softcap = 30.0}},
+      {"scale 0.05", {.causal = false, .softmax_scale = 0.05}},
+  };
+}
+
+/// What runs on the GPU: the op (its selection), or the TMA kernel's adapter called directly.
+enum class Via { op, tma_kernel };
+
+/// The CUDA op (or the TMA kernel) against the CPU op on the same q and paged cache (two spare
+/// table entries per sequence, set to `unused_entry`; cache rows no sequence uses set to
+/// `unused_value` when given).
 void expect_matches_cpu(const Case& c, const Batch& b, const std::string& what,
                         std::int32_t unused_entry = -1,
-                        std::optional<double> unused_value = std::nullopt) {
+                        std::optional<double> unused_value = std::nullopt, Via via = Via::op) {
   const auto cu_q = offsets_of(b.q_lengths);
   const auto cu_k = offsets_of(b.k_lengths);
   const Tensor q = Tensor::randn({cu_q.back(), c.heads_q, c.dim}, c.dtype, c.seed);
@@ -88,11 +111,31 @@ void expect_matches_cpu(const Case& c, const Batch& b, const std::string& what,
   const auto [want, want_lse] =
       cpu_op(q, cpu.k_cache, cpu.v_cache, int32_values(cu_q), cpu.seqused_k, cpu.block_table);
   const Tensor out = poisoned({cu_q.back(), c.heads_q, c.dim}, c.dtype);
-  const auto [got, got_lse] =
-      gpu_op(q.to(kGpu), cpu.k_cache.to(kGpu), cpu.v_cache.to(kGpu), int32_values(cu_q, kGpu),
-             cpu.seqused_k.to(kGpu), cpu.block_table.to(kGpu), out);
-  expect_close(got, want, what + " out");
-  expect_close(got_lse, want_lse, what + " lse");
+  if (via == Via::op) {
+    const auto [got, got_lse] =
+        gpu_op(q.to(kGpu), cpu.k_cache.to(kGpu), cpu.v_cache.to(kGpu), int32_values(cu_q, kGpu),
+               cpu.seqused_k.to(kGpu), cpu.block_table.to(kGpu), out);
+    expect_close(got, want, what + " out");
+    expect_close(got_lse, want_lse, what + " lse");
+    return;
+  }
+#if TILEOPS_WITH_CUDA
+  AttentionPagedCall call;
+  call.device = kGpu;
+  call.dtype = c.dtype;
+  call.heads_q = c.heads_q;
+  call.heads_kv = c.heads_kv;
+  call.head_dim = c.dim;
+  call.page_size = c.page;
+  const Tensor lse = poisoned({c.heads_q, cu_q.back()}, DType::float32);
+  AttentionPagedTmaCuda kernel(call);
+  kernel.forward(q.to(kGpu), cpu.k_cache.to(kGpu), cpu.v_cache.to(kGpu), int32_values(cu_q, kGpu),
+                 cpu.seqused_k.to(kGpu), cpu.block_table.to(kGpu), out, lse,
+                 gpu_op.scores_for(c.dim));
+  cuda_synchronize(0);
+  expect_close(out, want, what + " TMA kernel out");
+  expect_close(lse, want_lse, what + " TMA kernel lse");
+#endif
 }
 
 TEST(AttentionPagedGpu, EveryPageSizeHeadDimAndDTypeMatchesTheCpu) {
@@ -111,15 +154,7 @@ TEST(AttentionPagedGpu, EveryPageSizeHeadDimAndDTypeMatchesTheCpu) {
 
 TEST(AttentionPagedGpu, EveryMaskKindAndHeadGroupMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
-  const std::vector<std::pair<const char*, Params>> masks = {
-      {"causal", {}},
-      {"non-causal", {.causal = false}},
-      {"causal window 100", {.window_left = 100}},
-      {"non-causal window 50", {.causal = false, .window_left = 50}},
-      {"causal window 0", {.window_left = 0}},
-      {"causal softcap 30", {.softcap = 30.0}},
-      {"scale 0.05", {.causal = false, .softmax_scale = 0.05}},
-  };
+  const auto masks = mask_kinds();
   for (const auto& [hq, hkv] : {std::pair{32, 8}, std::pair{8, 8}, std::pair{6, 1}}) {
     for (const std::int64_t page : {16, 64}) {
       for (const auto& [name, params] : masks) {
@@ -172,6 +207,69 @@ TEST(AttentionPagedGpu, SmallCasesEveryHeadDim) {
           .heads_q = 4, .heads_kv = 2, .dim = dim, .page = 16, .params = {.softcap = 20.0}};
       expect_matches_cpu(c, *b, describe(c, *b, "softcap 20"));
     }
+  }
+}
+
+TEST(AttentionPagedGpu, TmaKernelEveryPageSizeHeadDimAndDTypeMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  for (const std::int64_t page : {16, 32, 64, 128}) {
+    for (const std::int64_t dim : {64, 128, 256}) {
+      for (const DType dtype : {DType::bfloat16, DType::float16}) {
+        for (const Batch* b : {&kChunked, &kMixed, &kDecode}) {
+          const Case c{.dim = dim, .page = page, .dtype = dtype};
+          expect_matches_cpu(c, *b, describe(c, *b, "causal"), -1, std::nullopt, Via::tma_kernel);
+        }
+      }
+    }
+  }
+}
+
+TEST(AttentionPagedGpu, TmaKernelEveryMaskKindAndHeadGroupMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const auto masks = mask_kinds();
+  for (const auto& [name, params] : masks) {
+    for (const auto& [hq, hkv] : {std::pair{32, 8}, std::pair{8, 8}, std::pair{6, 1}}) {
+      for (const std::int64_t page : {16, 64}) {
+        const Case c{.heads_q = hq, .heads_kv = hkv, .page = page, .params = params};
+        expect_matches_cpu(c, kChunked, describe(c, kChunked, name), -1, std::nullopt,
+                           Via::tma_kernel);
+      }
+    }
+    for (const std::int64_t dim : {64, 256}) {  // the other head dims' instances (TRANSFORM too)
+      const Case c{.dim = dim, .params = params};
+      expect_matches_cpu(c, kChunked, describe(c, kChunked, name), -1, std::nullopt,
+                         Via::tma_kernel);
+    }
+  }
+}
+
+TEST(AttentionPagedGpu, TmaKernelNeverReadsUnusedRowsOrEntries) {
+  SKIP_WITHOUT_GPU();
+  // NaN in every cache row no sequence uses (the rest of each last page: V rows zeroed in shared
+  // memory before P V) and garbage in the table entries past each sequence's pages (never read).
+  for (const std::int32_t garbage : {-1, 1 << 30}) {
+    for (const std::int64_t page : {16, 32, 64, 128}) {
+      for (const std::int64_t dim : {64, 128, 256}) {
+        for (const Batch* b : {&kChunked, &kMixed}) {
+          const Case c{.dim = dim, .page = page, .params = {.causal = page != 32}, .seed = 7};
+          expect_matches_cpu(c, *b,
+                             describe(c, *b, "NaN rows") + fmt::format(" entries {}", garbage),
+                             garbage, std::numeric_limits<double>::quiet_NaN(), Via::tma_kernel);
+        }
+      }
+    }
+  }
+}
+
+// The TMA kernel's case for racecheck and memcheck: few tokens, every head dim, a partial last
+// page (its V rows zeroed by the producer), NaN in the unused rows.
+TEST(AttentionPagedGpu, TmaKernelSmallCasesEveryHeadDim) {
+  SKIP_WITHOUT_GPU();
+  const Batch small{"small chunked", {20, 3, 0}, {150, 40, 0}};
+  for (const std::int64_t dim : {64, 128, 256}) {
+    const Case c{.heads_q = 4, .heads_kv = 2, .dim = dim, .page = 16, .params = {.softcap = 20.0}};
+    expect_matches_cpu(c, small, describe(c, small, "softcap 20"), -1,
+                       std::numeric_limits<double>::quiet_NaN(), Via::tma_kernel);
   }
 }
 

@@ -10,11 +10,16 @@
 #include <map>
 
 #include "kernels/attention/attention_paged_cuda.h"
+#if TILEOPS_WITH_CUDA
+#include "kernels/attention/attention_paged_cuda_impls.h"
+#endif
 #include "ops/attention_test_util.h"
 #include "ops/ops_test_util.h"
+#include "tileops/base/op_class.h"
+#include "tileops/base/reference.h"
 #include "tileops/base/schema.h"
 #include "tileops/base/signature_call.h"
-#include "tileops/base/reference.h"
+#include "tileops/dispatch/kernel_table.h"
 #include "tileops/ops/attention.h"
 
 namespace tileops {
@@ -423,6 +428,55 @@ TEST(AttentionPaged, WorkloadInputsAreValidTablesOfShuffledPages) {
   EXPECT_EQ(q_lengths["decode-64x4k-page16"], std::vector<std::int32_t>(64, 1));
   EXPECT_EQ(q_lengths["chunk-8x512-on-4k-page16"], std::vector<std::int32_t>(8, 512));
 }
+
+#if TILEOPS_WITH_CUDA
+TEST(AttentionPaged, CudaSelectionFollowsQueriesPerSequence) {
+  // The op's kernel table on an H200's facts (no device read): prefill-shaped calls take the TMA
+  // kernel (preferred over the split one), decode-shaped ones (at most 16 query rows per
+  // sequence) the split kernel, which the TMA kernel refuses with its reason.
+  const OpClass* c = find_op_class("GroupedQueryAttentionPagedFwdOp");
+  ASSERT_NE(c, nullptr);
+  KernelTable table;
+  table.install(c->name, c->interfaces, c->kernel_types, {});
+  AttentionPagedCall call;
+  call.device = Device::cuda(0);
+  call.facts = DeviceFacts{90, 132, 232448};
+  call.heads_q = 32;
+  call.heads_kv = 8;
+  call.head_dim = 128;
+  call.page_size = 16;
+  const auto key = [&](std::int64_t queries) {
+    AttentionPagedCall q = call;
+    q.queries_per_sequence = queries;
+    return table.key_for<AttentionPagedInterface>(q);
+  };
+  EXPECT_EQ(key(512), "attention_paged_tma_cuda");  // chunked prefill 8 x 512
+  EXPECT_EQ(key(33), "attention_paged_tma_cuda");   // mixed 60 x 1 + 4 x 512: ceil(2108 / 64)
+  EXPECT_EQ(key(5), "attention_paged_tma_cuda");    // 20 rows of a group of 4
+  EXPECT_EQ(key(4), "attention_paged_cuda");        // 16 rows: decode-shaped
+  EXPECT_EQ(key(1), "attention_paged_cuda");
+  EXPECT_EQ(key(0), "attention_paged_cuda");  // no sequences
+  call.heads_kv = 32;                         // MHA: one head per KV head
+  EXPECT_EQ(key(16), "attention_paged_cuda");
+  EXPECT_EQ(key(17), "attention_paged_tma_cuda");
+  for (const std::int64_t page : {32, 64, 128}) {
+    call.page_size = page;
+    EXPECT_EQ(key(512), "attention_paged_tma_cuda") << page;
+  }
+  call.page_size = 16;
+  call.queries_per_sequence = 4;
+  call.heads_kv = 8;
+  EXPECT_THAT(AttentionPagedTmaCuda::refusal(call).value_or(""),
+              HasSubstr("decode-shaped: 16 query rows per sequence (4 queries x 4 heads per KV "
+                        "head) is at most 16"));
+  call.queries_per_sequence = 512;
+  EXPECT_EQ(AttentionPagedTmaCuda::refusal(call), std::nullopt);
+  call.page_size = 24;  // neither kernel: the CPU serves only CPU calls
+  EXPECT_THAT(AttentionPagedTmaCuda::refusal(call).value_or(""),
+              HasSubstr("page_size 24 is not 16, 32, 64 or 128"));
+  EXPECT_THROW(table.key_for<AttentionPagedInterface>(call), DispatchError);
+}
+#endif
 
 }  // namespace
 }  // namespace tileops

@@ -109,12 +109,17 @@ TEST(CallSpecs, AttentionTextIsTheRecordedKey) {
   paged.heads_kv = 8;
   paged.head_dim = 128;
   paged.page_size = 16;
+  paged.queries_per_sequence = 1;
   EXPECT_EQ(paged.str(),
             "AttentionPagedCall(dtype=bfloat16, heads_q=32, heads_kv=8, head_dim=128, "
-            "page_size=16, causal=true, windowed=false, softcapped=false, device=cpu)");
+            "page_size=16, causal=true, windowed=false, softcapped=false, "
+            "queries_per_sequence=1, device=cpu)");
   tileops::AttentionPagedCall other_page = paged;
   other_page.page_size = 64;
   EXPECT_NE(other_page.hash(), paged.hash());
+  tileops::AttentionPagedCall prefill = paged;
+  prefill.queries_per_sequence = 512;
+  EXPECT_NE(prefill.hash(), paged.hash());
   tileops::KVCacheWriteCall write;
   write.device = Device::cpu();
   write.dtype = DType::float16;

@@ -73,8 +73,9 @@ class AttentionVarlenInterface {
 };
 
 /// The call spec of the paged attention kernels (the varlen attention over a paged KV cache).
-/// Shapes that vary per call (tokens, batch, cache blocks, block table width) are not part of it;
-/// the page size is (the CUDA kernels take 16, 32, 64 and 128).
+/// The page size is part of it (the CUDA kernels take 16, 32, 64 and 128), and of the shapes that
+/// vary per call only the queries per sequence (which tell decode-shaped calls from
+/// prefill-shaped ones); tokens, batch, cache blocks and the block table's width are not.
 struct AttentionPagedCall : CallSpec {
   DType dtype = DType::bfloat16;
   std::int64_t heads_q = 0;
@@ -84,10 +85,12 @@ struct AttentionPagedCall : CallSpec {
   bool causal = true;
   bool windowed = false;    ///< window_left >= 0
   bool softcapped = false;  ///< softcap > 0
+  /// ceil(Tq / batch), from the static shapes (0 without sequences): 1 for a decoding batch.
+  std::int64_t queries_per_sequence = 0;
   friend bool operator==(const AttentionPagedCall&, const AttentionPagedCall&) = default;
   std::size_t hash() const {
     return hash_fields(device, dtype, heads_q, heads_kv, head_dim, page_size, causal, windowed,
-                       softcapped);
+                       softcapped, queries_per_sequence);
   }
   std::string str() const {
     return spec_text("AttentionPagedCall", device,
@@ -98,7 +101,8 @@ struct AttentionPagedCall : CallSpec {
                       {"page_size", spec_field(page_size)},
                       {"causal", spec_field(causal)},
                       {"windowed", spec_field(windowed)},
-                      {"softcapped", spec_field(softcapped)}});
+                      {"softcapped", spec_field(softcapped)},
+                      {"queries_per_sequence", spec_field(queries_per_sequence)}});
   }
 };
 

@@ -2,7 +2,7 @@
 // header: no CUDA headers here; the stream is passed as void* and is a cudaStream_t). The values
 // it computes are the contract's (tileops/kernel/attention.h, AttentionPagedInterface).
 //
-// One kernel in two shapes serves every call: a split-KV (flash-decoding) kernel whose block
+// Two kernels. The split-KV (flash-decoding) kernel, in two shapes, serves every call: its block
 // takes (a tile of query rows of one sequence, one KV head, one split of the sequence's keys),
 // the query rows being (query, head) pairs of the KV head's group, so the heads that share a KV
 // head share each K/V tile (GQA packing). Decode-shaped calls take tiles of 16 rows (the four
@@ -10,6 +10,9 @@
 // With several splits a second kernel merges the splits' states through their lse. The plan (the
 // tile shape and the splits) comes from static shapes only, never from device values, so a
 // captured CUDA graph replays correctly when seqused_k, cu_seqlens_q or block_table change.
+// The varlen kernel's TMA pipeline reading K/V pages through the block table
+// (launch_attention_paged_tma, attention_varlen_kernel.cuh with PAGED) serves prefill-shaped
+// calls, at the varlen kernel's speed.
 #pragma once
 
 #include <algorithm>
@@ -61,6 +64,19 @@ struct AttentionPagedPlan {
   }
 };
 
+/// Query rows (queries x the heads of a KV head's group) per sequence up to which a call is
+/// decode-shaped: the split kernel's 16-row tiles hold them, and the TMA kernel's 128-query tiles
+/// would compute mostly padding.
+inline constexpr std::int64_t kAttentionPagedDecodeRows = 16;
+
+/// The query rows of an average sequence, ceil(total_q / batch) * (heads_q / heads_kv), from
+/// static shapes (0 without sequences or queries).
+inline std::int64_t attention_paged_rows_per_sequence(std::int64_t total_q, std::int64_t batch,
+                                                      std::int64_t heads_q, std::int64_t heads_kv) {
+  if (batch <= 0 || heads_kv <= 0 || total_q <= 0) return 0;
+  return (total_q + batch - 1) / batch * std::max<std::int64_t>(1, heads_q / heads_kv);
+}
+
 /// Keys per K/V tile (one pipeline stage) and the splits' unit.
 inline constexpr std::int64_t kAttentionPagedKeysPerTile = 64;
 /// The most splits of a sequence's keys.
@@ -80,9 +96,9 @@ inline AttentionPagedPlan attention_paged_plan(std::int64_t total_q, std::int64_
                                                std::int64_t sms, std::int64_t blocks_per_sm) {
   AttentionPagedPlan plan;
   if (batch <= 0 || heads_kv <= 0 || total_q <= 0) return plan;
-  const std::int64_t group = std::max<std::int64_t>(1, heads_q / heads_kv);
-  const std::int64_t rows_per_seq = (total_q + batch - 1) / batch * group;
-  plan.rows_per_tile = rows_per_seq > 16 ? 64 : 16;
+  const std::int64_t rows_per_seq =
+      attention_paged_rows_per_sequence(total_q, batch, heads_q, heads_kv);
+  plan.rows_per_tile = rows_per_seq > kAttentionPagedDecodeRows ? 64 : 16;
   const std::int64_t tiles = batch * ((rows_per_seq + plan.rows_per_tile - 1) / plan.rows_per_tile);
   const std::int64_t base = tiles * heads_kv;
   const std::int64_t slots = std::max<std::int64_t>(1, sms * blocks_per_sm);
@@ -109,6 +125,15 @@ inline std::int64_t attention_paged_workspace_floats(int splits, std::int64_t to
   return splits > 1 ? splits * total_q * heads_q * (head_dim + 1) : 0;
 }
 
+/// Raises SignatureError for arguments the paged kernels cannot take (dtype not float16 /
+/// bfloat16, head dim not 64 / 128 / 256, page size not 16 / 32 / 64 / 128, heads_q not a
+/// multiple of heads_kv, negative sizes, more than 2^30 query rows, sequences or keys).
+void check_attention_paged_args(const AttentionPagedArgs& args);
+
+/// Raises SignatureError for a null tensor pointer (the block table may be null when `width` is
+/// 0) or q, the caches or out not 16-byte aligned, lse not 4-byte aligned.
+void check_attention_paged_pointers(const AttentionPagedArgs& args);
+
 /// The plan for `args` on the current device (its multiprocessors and the kernel's occupancy).
 /// Raises what launch_attention_paged raises for arguments it cannot take.
 AttentionPagedPlan attention_paged_plan_for(const AttentionPagedArgs& args);
@@ -124,5 +149,18 @@ AttentionPagedPlan attention_paged_plan_for(const AttentionPagedArgs& args);
 /// error.
 void launch_attention_paged(const AttentionPagedArgs& args, const AttentionPagedPlan& plan,
                             void* stream);
+
+/// Enqueues the paged attention forward with the varlen kernel's pipeline (a TMA producer warp,
+/// two wgmma consumer warpgroups, 128 queries of one head per tile, a persistent grid) reading
+/// each K/V block of 128 keys (64 at head dim 256) as one TMA box per page: the same values as
+/// launch_attention_paged, faster for prefill-shaped calls, slower for decode-shaped ones (a tile
+/// of 128 queries of one head). `tile_counter`: 4 bytes of device memory for this launch only
+/// (zeroed on the stream here; the blocks claim tiles from it), or nullptr for a fixed order.
+/// Device values are never read on the host; table entries past a sequence's pages are never
+/// read; cache rows past seqused_k reach neither out nor lse. Raises what
+/// check_attention_paged_args raises, SignatureError for null or misaligned pointers or a cache of
+/// more than 2^31 - 129 rows, UsageError for another device or a CUDA error.
+void launch_attention_paged_tma(const AttentionPagedArgs& args, std::int32_t* tile_counter,
+                                void* stream);
 
 }  // namespace tileops::cuda_kernels

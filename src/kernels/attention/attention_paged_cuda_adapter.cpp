@@ -8,6 +8,32 @@
 
 namespace tileops {
 
+cuda_kernels::AttentionPagedArgs detail::attention_paged_args(
+    const AttentionPagedCall& call, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+    const Tensor& cu_seqlens_q, const Tensor& seqused_k, const Tensor& block_table,
+    const Tensor& out, const Tensor& lse, const AttentionScores& scores) {
+  cuda_kernels::AttentionPagedArgs args;
+  args.q = q.data_ptr();
+  args.k_cache = k_cache.data_ptr();
+  args.v_cache = v_cache.data_ptr();
+  args.out = out.data_ptr();
+  args.lse = static_cast<float*>(lse.data_ptr());
+  args.cu_seqlens_q = static_cast<const std::int32_t*>(cu_seqlens_q.data_ptr());
+  args.seqused_k = static_cast<const std::int32_t*>(seqused_k.data_ptr());
+  args.block_table = static_cast<const std::int32_t*>(block_table.data_ptr());
+  args.total_q = q.size(0);
+  args.batch = seqused_k.size(0);
+  args.width = block_table.size(1);
+  args.num_blocks = k_cache.size(0);
+  args.page_size = call.page_size;
+  args.heads_q = call.heads_q;
+  args.heads_kv = call.heads_kv;
+  args.head_dim = call.head_dim;
+  args.dtype = call.dtype;
+  args.scores = scores;
+  return args;
+}
+
 std::optional<std::string> AttentionPagedCuda::refusal(const AttentionPagedCall& call) {
   if (call.dtype != DType::float16 && call.dtype != DType::bfloat16)
     return "dtype " + std::string(dtype_name(call.dtype)) + " is not float16 or bfloat16";
@@ -30,25 +56,8 @@ void AttentionPagedCuda::forward(const Tensor& q, const Tensor& k_cache, const T
                                  const Tensor& cu_seqlens_q, const Tensor& seqused_k,
                                  const Tensor& block_table, const Tensor& out, const Tensor& lse,
                                  const AttentionScores& scores) {
-  cuda_kernels::AttentionPagedArgs args;
-  args.q = q.data_ptr();
-  args.k_cache = k_cache.data_ptr();
-  args.v_cache = v_cache.data_ptr();
-  args.out = out.data_ptr();
-  args.lse = static_cast<float*>(lse.data_ptr());
-  args.cu_seqlens_q = static_cast<const std::int32_t*>(cu_seqlens_q.data_ptr());
-  args.seqused_k = static_cast<const std::int32_t*>(seqused_k.data_ptr());
-  args.block_table = static_cast<const std::int32_t*>(block_table.data_ptr());
-  args.total_q = q.size(0);
-  args.batch = seqused_k.size(0);
-  args.width = block_table.size(1);
-  args.num_blocks = k_cache.size(0);
-  args.page_size = call_.page_size;
-  args.heads_q = call_.heads_q;
-  args.heads_kv = call_.heads_kv;
-  args.head_dim = call_.head_dim;
-  args.dtype = call_.dtype;
-  args.scores = scores;
+  cuda_kernels::AttentionPagedArgs args = detail::attention_paged_args(
+      call_, q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, out, lse, scores);
   const int device = call_.device.index;
   const cuda_kernels::AttentionPagedPlan plan = cuda_kernels::attention_paged_plan_for(args);
   // The splits' partial states: this call's own (stream-ordered, freed after the kernels).

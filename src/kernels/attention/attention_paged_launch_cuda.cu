@@ -73,7 +73,9 @@ int blocks_per_sm(int device, std::int64_t head_dim, DType dtype, int rows) {
   return cache[key] = blocks;
 }
 
-void check_args(const AttentionPagedArgs& a) {
+}  // namespace
+
+void check_attention_paged_args(const AttentionPagedArgs& a) {
   if (a.dtype != DType::float16 && a.dtype != DType::bfloat16)
     throw SignatureError(kWho + "dtype must be float16 or bfloat16, got " +
                          std::string(dtype_name(a.dtype)));
@@ -98,10 +100,18 @@ void check_args(const AttentionPagedArgs& a) {
                          "65535 KV heads");
 }
 
-}  // namespace
+void check_attention_paged_pointers(const AttentionPagedArgs& a) {
+  if (a.q == nullptr || a.out == nullptr || a.lse == nullptr || a.k_cache == nullptr ||
+      a.v_cache == nullptr || a.cu_seqlens_q == nullptr || a.seqused_k == nullptr ||
+      (a.width > 0 && a.block_table == nullptr))
+    throw SignatureError(kWho + "a tensor pointer is null");
+  if (!aligned16(a.q) || !aligned16(a.k_cache) || !aligned16(a.v_cache) || !aligned16(a.out) ||
+      (reinterpret_cast<std::uintptr_t>(a.lse) & 3u) != 0)
+    throw SignatureError(kWho + "q, k_cache, v_cache and out must be 16-byte aligned, lse 4-byte");
+}
 
 AttentionPagedPlan attention_paged_plan_for(const AttentionPagedArgs& a) {
-  check_args(a);
+  check_attention_paged_args(a);
   const int device = current_device();
   const auto [major, minor, sms] = device_facts(device);
   AttentionPagedPlan plan =
@@ -117,7 +127,7 @@ AttentionPagedPlan attention_paged_plan_for(const AttentionPagedArgs& a) {
 
 void launch_attention_paged(const AttentionPagedArgs& a, const AttentionPagedPlan& plan,
                             void* stream) {
-  check_args(a);
+  check_attention_paged_args(a);
   if (plan.rows_per_tile != 16 && plan.rows_per_tile != 64)
     throw SignatureError(kWho + "rows_per_tile must be 16 or 64, got " +
                          std::to_string(plan.rows_per_tile));
@@ -127,13 +137,7 @@ void launch_attention_paged(const AttentionPagedArgs& a, const AttentionPagedPla
                          std::to_string(plan.splits));
   if (a.total_q == 0) return;
   if (a.batch == 0) throw SignatureError(kWho + "queries without sequences (batch 0)");
-  if (a.q == nullptr || a.out == nullptr || a.lse == nullptr || a.k_cache == nullptr ||
-      a.v_cache == nullptr || a.cu_seqlens_q == nullptr || a.seqused_k == nullptr ||
-      (a.width > 0 && a.block_table == nullptr))
-    throw SignatureError(kWho + "a tensor pointer is null");
-  if (!aligned16(a.q) || !aligned16(a.k_cache) || !aligned16(a.v_cache) || !aligned16(a.out) ||
-      (reinterpret_cast<std::uintptr_t>(a.lse) & 3u) != 0)
-    throw SignatureError(kWho + "q, k_cache, v_cache and out must be 16-byte aligned, lse 4-byte");
+  check_attention_paged_pointers(a);
   if (plan.splits > 1 && (a.workspace == nullptr || !aligned16(a.workspace)))
     throw SignatureError(kWho + "a plan of " + std::to_string(plan.splits) +
                          " splits needs a 16-byte aligned workspace");

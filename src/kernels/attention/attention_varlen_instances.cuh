@@ -37,6 +37,14 @@ bool launch_varlen_d64(const VarlenLaunch& l);
 bool launch_varlen_d128(const VarlenLaunch& l);
 bool launch_varlen_d256(const VarlenLaunch& l);
 
+/// The same over paged keys (l.params' paged fields set, the K / V maps over the caches in boxes
+/// of l.params.box_rows rows): one instance per head dim, block_n 128 (64 at head dim 256, which
+/// every page size divides), two stages (three and one Q stage at head dim 128); false when `l`
+/// names another.
+bool launch_paged_tma_d64(const VarlenLaunch& l);
+bool launch_paged_tma_d128(const VarlenLaunch& l);
+bool launch_paged_tma_d256(const VarlenLaunch& l);
+
 /// [[noreturn]] UsageError naming the CUDA error and what failed.
 [[noreturn]] void throw_varlen_cuda(cudaError_t err, const char* what);
 

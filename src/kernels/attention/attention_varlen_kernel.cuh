@@ -17,6 +17,21 @@
 // the PV of block n + 1 (intra-warpgroup overlap); with pingpong the two warpgroups take turns
 // issuing (named barriers 1 and 2), so one's softmax overlaps the other's GEMMs. Epilogue: O / l
 // and lse from registers, rows past the sequence never written.
+//
+// PAGED (the paged attention's prefill-shaped calls): the keys of sequence b are its first
+// seqused_k[b] rows in its pages (block_table), the caches viewed as [num_blocks * page_size,
+// heads_kv, D]. The producer warp's lanes each take one page-sized box (min(page_size, BN) rows)
+// of a key block: lane j reads the table entry of box j and issues its TMA loads into rows
+// [j * box, (j + 1) * box) of the stage, all completing on the stage's barrier (the same bytes
+// as one box of BN rows). A box past the sequence's pages (or the table's width, or whose entry
+// lies outside the cache) loads from a row past the cache: TMA fills zeros and the table entry
+// is never read. The rows of the last page past seqused_k hold whatever the cache holds (NaN in
+// the tests): their scores are masked to -inf, so P is exactly 0 there, but 0 x NaN in P V is
+// NaN. So a V block holding such rows lands on a producer-only barrier (v_raw) instead; the
+// producer warp waits for it, zeroes those rows with shared-memory stores, makes them visible to
+// the tensor cores' async proxy (fence.proxy.async.shared::cta) and then arrives on the stage's
+// V barrier. That happens for at most one key block per tile (the one holding key seqused_k - 1
+// of a partial last page).
 #pragma once
 
 #include "kernels/attention/attention_varlen_schedule.cuh"
@@ -43,8 +58,8 @@ struct VarlenShape {
   static constexpr int kVOffset = kKOffset + STAGES * kKVBytes;
   static constexpr int kBarOffset = kVOffset + STAGES * kKVBytes;
   // Q full / empty per Q stage, K and V full / empty per stage, tile full / empty per tile slot,
-  // then the two tile slots (ints).
-  static constexpr int kBarBytes = 8 * (2 * QSTAGES + 4 * STAGES + 4) + 8;
+  // then the two tile slots (ints) and the paged kernel's v_raw barrier.
+  static constexpr int kBarBytes = 8 * (2 * QSTAGES + 4 * STAGES + 4) + 8 + 8;
   static constexpr int kSmem = kBarOffset + kBarBytes + 1024;  // + slack to align to 1024
   static constexpr int kThreads = 384;
   static_assert(D == 64 || D == 128 || D == 256, "head dim 64, 128 or 256");
@@ -67,6 +82,7 @@ constexpr float kLn2 = 0.693147180559945309f;
 
 #if TILEOPS_SM90A_BODY
 
+using hopper::fence_proxy_async_smem;
 using hopper::fence_regs;
 using hopper::smem_desc;
 using hopper::tma_prefetch;
@@ -107,6 +123,46 @@ __device__ __forceinline__ void wait_barrier(uint32_t bar, uint32_t parity) {
 #else
   mbarrier::wait(bar, parity);
 #endif
+}
+
+// Issues the TMA loads of `rows` keys from cache row `row` of KV head hk into the K or V stage
+// rows at `dst` (D / 64 column chunks, each BN rows of 128 bytes), completing on `bar`.
+template <int D, int BN>
+__device__ __forceinline__ void load_key_rows(uint32_t dst, const CUtensorMap* map, int hk, int row,
+                                              uint32_t bar) {
+#pragma unroll
+  for (int c = 0; c < D / 64; ++c)
+    tma_load_3d(dst + static_cast<uint32_t>(c * BN * 128), map, 64 * c, hk, row, bar);
+}
+
+// Paged keys: the cache row where box j (p.box_rows keys from key n * BN + j * p.box_rows) of
+// key block n of the tile's sequence starts, or p.cache_rows (zeros) for a box past the
+// sequence's `pages` or whose table entry lies outside the cache. Entries past `pages` are never
+// read.
+template <int BN>
+__device__ __forceinline__ int paged_box_row(const VarlenParams& p, const Tile& t, int pages, int n,
+                                             int j) {
+  const int key = n * BN + j * p.box_rows;
+  const int page = key >> p.page_shift;
+  if (page >= pages) return p.cache_rows;
+  const int entry = __ldg(p.block_table + static_cast<long long>(t.b) * p.table_width + page);
+  if (entry < 0 || entry >= p.num_blocks) return p.cache_rows;
+  return (entry << p.page_shift) + (key & (p.page_size - 1));
+}
+
+// Zeroes rows [r0, r1) of a K / V stage at `stage` (all D / 64 chunks; a row's 128 bytes stay
+// that row's under the swizzle), by the 32 lanes of a warp, and makes the zeros visible to the
+// async proxy (the wgmma that reads the stage).
+template <int D, int BN>
+__device__ __forceinline__ void zero_stage_rows(uint32_t stage, int r0, int r1, int lane) {
+  const int per_chunk = (r1 - r0) * 8;  // 16-byte pieces
+  for (int i = lane; i < per_chunk * (D / 64); i += 32) {
+    const int c = i / per_chunk;
+    const int r = r0 + (i % per_chunk) / 8;
+    const uint32_t addr = stage + static_cast<uint32_t>(c * BN * 128 + r * 128 + (i % 8) * 16);
+    asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(addr), "r"(0) : "memory");
+  }
+  fence_proxy_async_smem();
 }
 
 // S[64 x BN] = Q[64 x D] K[BN x D]^T: D / 16 k-steps, K-major operands in D / 64 chunks.
@@ -263,7 +319,7 @@ __device__ __forceinline__ void store_rows(const VarlenParams& p, const Tile& t,
 
 #endif  // TILEOPS_SM90A_BODY
 
-template <typename T, int D, int BN, int STAGES, int QSTAGES, bool TRANSFORM>
+template <typename T, int D, int BN, int STAGES, int QSTAGES, bool TRANSFORM, bool PAGED>
 __global__ void __launch_bounds__(384, 1)
     attention_varlen_kernel(const __grid_constant__ CUtensorMap map_q,
                             const __grid_constant__ CUtensorMap map_k,
@@ -289,6 +345,7 @@ __global__ void __launch_bounds__(384, 1)
   const uint32_t tile_full = empty_v + 8 * STAGES;
   const uint32_t tile_empty = tile_full + 16;
   const uint32_t tile_slot = tile_empty + 16;
+  const uint32_t v_raw = tile_slot + 8;  // PAGED: a V block with rows to zero lands here
 
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid >> 5;
@@ -314,6 +371,7 @@ __global__ void __launch_bounds__(384, 1)
       mbarrier::init(tile_full + 8 * s, 1);
       mbarrier::init(tile_empty + 8 * s, 8);
     }
+    mbarrier::init(v_raw, 1);
     mbarrier::fence_init();
   }
   __syncthreads();
@@ -322,16 +380,18 @@ __global__ void __launch_bounds__(384, 1)
     regs_decrease<kProducerRegs<D, BN> >();
     if (warp != 0) return;
     // Producer: every lane runs the cursor; lane 0 claims tiles, publishes each tile index to
-    // the consumers (two slots) and issues the loads.
+    // the consumers (two slots) and issues the loads (PAGED: every lane runs the load loop, lane
+    // j issuing box j of each key block).
     if (lane == 0) {
       tma_prefetch(&map_q);
       tma_prefetch(&map_k);
       tma_prefetch(&map_v);
     }
-    TileCursor cursor;
+    TileCursor<PAGED> cursor;
     Tile t;
     int q_iter = 0;
     int kv_iter = 0;
+    int raw_iter = 0;  // PAGED: uses of v_raw
     int next = block;  // the first tile in both orders
     for (int k = 0;; ++k) {
       if (lane == 0) {
@@ -343,43 +403,70 @@ __global__ void __launch_bounds__(384, 1)
       __syncwarp();
       if (!cursor.find(p, next, t)) break;  // the consumers stop at the same index
       tile_key_blocks<BN>(p, t);
-      if (t.n_end > t.n_begin) {
+      if (t.n_end > t.n_begin && (PAGED || lane == 0)) {
         const int hk = t.head / p.group;
         const int blocks = t.n_end - t.n_begin;
-        if (lane == 0) {
-          const int qs = q_iter % QSTAGES;
-          const uint32_t q_parity = static_cast<uint32_t>((q_iter / QSTAGES) & 1);
-          for (int i = 0; i < blocks; ++i) {
-            const int n = t.n_end - 1 - i;
-            const int stage = kv_iter % STAGES;
-            const uint32_t parity = static_cast<uint32_t>((kv_iter / STAGES) & 1) ^ 1u;
-            const int row = t.k0 + n * BN;
-            wait_barrier(empty_k + 8 * stage, parity);
-            mbarrier::arrive_expect_tx(full_k + 8 * stage, S::kKVBytes);
-#pragma unroll
-            for (int c = 0; c < S::kChunks; ++c)
-              tma_load_3d(smem_k + stage * S::kKVBytes + c * BN * 128, &map_k, 64 * c, hk, row,
-                          full_k + 8 * stage);
-            if (i == 0) {
-              // Q after the first K block: the K load is not held up by the previous tile.
-              wait_barrier(empty_q + 8 * qs, q_parity ^ 1u);
-              mbarrier::arrive_expect_tx(full_q + 8 * qs, S::kQBytes);
-#pragma unroll
-              for (int c = 0; c < S::kChunks; ++c)
-                tma_load_3d(smem_q + qs * S::kQBytes + c * kBlockM * 128, &map_q, 64 * c, t.head,
-                            t.q0 + t.m_block * kBlockM, full_q + 8 * qs);
-            }
-            wait_barrier(empty_v + 8 * stage, parity);
-            mbarrier::arrive_expect_tx(full_v + 8 * stage, S::kKVBytes);
-#pragma unroll
-            for (int c = 0; c < S::kChunks; ++c)
-              tma_load_3d(smem_v + stage * S::kKVBytes + c * BN * 128, &map_v, 64 * c, hk, row,
-                          full_v + 8 * stage);
-            ++kv_iter;
-          }
+        // PAGED: the sequence's pages (at most the table's width), the boxes of a key block, and
+        // the keys past its real pages' rows (zeros from TMA, never rows of the cache).
+        int pages = 0;
+        int boxes = 1;
+        int box_bytes = 0;
+        int real_end = t.sk;
+        if constexpr (PAGED) {
+          pages = (t.sk + p.page_size - 1) >> p.page_shift;
+          if (pages > p.table_width) pages = p.table_width;
+          boxes = BN / p.box_rows;
+          box_bytes = p.box_rows * 128;
+          real_end = pages << p.page_shift;
         }
-        ++q_iter;
+        const int qs = q_iter % QSTAGES;
+        const uint32_t q_parity = static_cast<uint32_t>((q_iter / QSTAGES) & 1);
+        for (int i = 0; i < blocks; ++i) {
+          const int n = t.n_end - 1 - i;
+          const int stage = kv_iter % STAGES;
+          const uint32_t parity = static_cast<uint32_t>((kv_iter / STAGES) & 1) ^ 1u;
+          const int row =
+              PAGED ? (lane < boxes ? paged_box_row<BN>(p, t, pages, n, lane) : 0) : t.k0 + n * BN;
+          const uint32_t k_dst =
+              smem_k + static_cast<uint32_t>(stage * S::kKVBytes + lane * box_bytes);
+          const uint32_t v_dst =
+              smem_v + static_cast<uint32_t>(stage * S::kKVBytes + lane * box_bytes);
+          wait_barrier(empty_k + 8 * stage, parity);
+          if (lane == 0) mbarrier::arrive_expect_tx(full_k + 8 * stage, S::kKVBytes);
+          if constexpr (PAGED) __syncwarp();
+          if (lane < boxes) load_key_rows<D, BN>(k_dst, &map_k, hk, row, full_k + 8 * stage);
+          if (i == 0 && lane == 0) {
+            // Q after the first K block: the K load is not held up by the previous tile.
+            wait_barrier(empty_q + 8 * qs, q_parity ^ 1u);
+            mbarrier::arrive_expect_tx(full_q + 8 * qs, S::kQBytes);
+#pragma unroll
+            for (int c = 0; c < S::kChunks; ++c)
+              tma_load_3d(smem_q + qs * S::kQBytes + c * kBlockM * 128, &map_q, 64 * c, t.head,
+                          t.q0 + t.m_block * kBlockM, full_q + 8 * qs);
+          }
+          wait_barrier(empty_v + 8 * stage, parity);
+          // PAGED: rows [z0, z1) of this block are rows of the last page past seqused_k.
+          const int z0 = (t.sk > n * BN ? t.sk : n * BN) - n * BN;
+          const int z1 = (real_end < (n + 1) * BN ? real_end : (n + 1) * BN) - n * BN;
+          if (PAGED && z0 < z1) {
+            if (lane == 0) mbarrier::arrive_expect_tx(v_raw, S::kKVBytes);
+            __syncwarp();
+            if (lane < boxes) load_key_rows<D, BN>(v_dst, &map_v, hk, row, v_raw);
+            wait_barrier(v_raw, static_cast<uint32_t>(raw_iter & 1));
+            ++raw_iter;
+            zero_stage_rows<D, BN>(smem_v + static_cast<uint32_t>(stage * S::kKVBytes), z0, z1,
+                                   lane);
+            __syncwarp();
+            if (lane == 0) mbarrier::arrive(full_v + 8 * stage);
+          } else {
+            if (lane == 0) mbarrier::arrive_expect_tx(full_v + 8 * stage, S::kKVBytes);
+            if constexpr (PAGED) __syncwarp();
+            if (lane < boxes) load_key_rows<D, BN>(v_dst, &map_v, hk, row, full_v + 8 * stage);
+          }
+          ++kv_iter;
+        }
       }
+      if (t.n_end > t.n_begin) ++q_iter;
       if (p.tile_counter != nullptr) {
         int claimed = 0;
         if (lane == 0) claimed = grid + atomicAdd(p.tile_counter, 1);
@@ -403,7 +490,7 @@ __global__ void __launch_bounds__(384, 1)
     float s[BN / 2];
     uint32_t pf[BN / 4];
     RowStats st;
-    TileCursor cursor;
+    TileCursor<PAGED> cursor;
     Tile t;
     int q_iter = 0;
     int kv_iter = 0;

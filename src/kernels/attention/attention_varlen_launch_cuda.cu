@@ -1,6 +1,7 @@
 // The host side of the varlen attention forward (attention_varlen_cuda.h): argument checks, the
 // 3D tensor maps of q / k / v, the score path, the persistent grid and the dispatch to the
-// per-head-dim instances (attention_varlen_instances.cuh).
+// per-head-dim instances (attention_varlen_instances.cuh); and the same kernel over paged keys
+// (launch_attention_paged_tma, attention_paged_cuda.h).
 #include "kernels/attention/attention_varlen_cuda.h"
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attention/attention_paged_cuda.h"
 #include "kernels/attention/attention_varlen_instances.cuh"
 #include "kernels/common/tma_map.h"
 #include "tileops/core/error.h"
@@ -85,6 +87,52 @@ std::vector<std::pair<int, int>> instances(int64_t head_dim) {
   }
 }
 
+// The facts of the current device, which must be a Hopper GPU (UsageError naming `who`).
+DeviceFacts hopper_device(const std::string& who) {
+  int device = 0;
+  if (const cudaError_t err = cudaGetDevice(&device); err != cudaSuccess)
+    throw_varlen_cuda(err, "cudaGetDevice");
+  const DeviceFacts facts = device_facts(device);
+  if (facts.major != 9 || facts.minor != 0)
+    throw UsageError(who + "needs a compute capability 9.0 (Hopper) device, device " +
+                     std::to_string(device) + " is " + std::to_string(facts.major) + "." +
+                     std::to_string(facts.minor));
+  return facts;
+}
+
+// The score path and mask of `s` into p; true for the TRANSFORM kernels (softcap, or a scale
+// whose sign or finiteness the plain path's raw-score max cannot take).
+bool set_scores(attention_detail::VarlenParams& p, const AttentionScores& s) {
+  p.causal = s.causal ? 1 : 0;
+  p.window_left =
+      s.window_left < 0 ? -1 : static_cast<int>(std::min<int64_t>(s.window_left, int64_t{1} << 30));
+  const float scale = s.softmax_scale;
+  const bool capped = s.softcap > 0.0f;
+  // The plain path keeps the row max of the raw scores, which is the max of the scaled ones only
+  // for a positive scale; anything else (and the softcap) transforms each score first.
+  const bool transform = capped || !(scale > 0.0f) || !std::isfinite(scale);
+  if (transform) {
+    p.score_mul = 1.0f;
+    p.softcap_on = capped ? 1 : 0;
+    p.pre_mul = capped ? scale / s.softcap : scale * kLog2e;
+    p.cap_mul = capped ? s.softcap * kLog2e : 0.0f;
+  } else {
+    p.score_mul = scale * kLog2e;
+    p.softcap_on = 0;
+    p.pre_mul = 1.0f;
+    p.cap_mul = 0.0f;
+  }
+  return transform;
+}
+
+// Zeroes the launch's tile counter on its stream (nothing without one).
+void zero_tile_counter(int32_t* counter, cudaStream_t stream) {
+  if (counter == nullptr) return;
+  if (const cudaError_t err = cudaMemsetAsync(counter, 0, sizeof(int32_t), stream);
+      err != cudaSuccess)
+    throw_varlen_cuda(err, "cudaMemsetAsync (tile counter)");
+}
+
 std::string dtype_text(DType d) {
   return d == DType::bfloat16 ? "bfloat16" : d == DType::float16 ? "float16" : "another dtype";
 }
@@ -156,14 +204,7 @@ void launch_attention_varlen(const AttentionVarlenArgs& a, const AttentionVarlen
       (reinterpret_cast<uintptr_t>(a.lse) & 3u) != 0)
     throw SignatureError(who + "q, k, v and out must be 16-byte aligned, lse 4-byte aligned");
 
-  int device = 0;
-  if (const cudaError_t err = cudaGetDevice(&device); err != cudaSuccess)
-    throw_varlen_cuda(err, "cudaGetDevice");
-  const DeviceFacts facts = device_facts(device);
-  if (facts.major != 9 || facts.minor != 0)
-    throw UsageError(who + "needs a compute capability 9.0 (Hopper) device, device " +
-                     std::to_string(device) + " is " + std::to_string(facts.major) + "." +
-                     std::to_string(facts.minor));
+  const DeviceFacts facts = hopper_device(who);
 
   VarlenLaunch l{};
   const void* kbase = a.total_k > 0 ? a.k : a.q;  // a map is never empty; never read then
@@ -182,28 +223,9 @@ void launch_attention_varlen(const AttentionVarlenArgs& a, const AttentionVarlen
   p.heads_q = static_cast<int>(a.heads_q);
   p.group = static_cast<int>(a.heads_q / a.heads_kv);
   p.total_q = static_cast<int>(a.total_q);
-  p.causal = a.scores.causal ? 1 : 0;
-  p.window_left = a.scores.window_left < 0
-                      ? -1
-                      : static_cast<int>(std::min<int64_t>(a.scores.window_left, int64_t{1} << 30));
   p.pingpong = config.pingpong ? 1 : 0;
   p.tile_counter = a.workspace;
-  const float scale = a.scores.softmax_scale;
-  const bool capped = a.scores.softcap > 0.0f;
-  // The plain path keeps the row max of the raw scores, which is the max of the scaled ones only
-  // for a positive scale; anything else (and the softcap) transforms each score first.
-  l.transform = capped || !(scale > 0.0f) || !std::isfinite(scale);
-  if (l.transform) {
-    p.score_mul = 1.0f;
-    p.softcap_on = capped ? 1 : 0;
-    p.pre_mul = capped ? scale / a.scores.softcap : scale * kLog2e;
-    p.cap_mul = capped ? a.scores.softcap * kLog2e : 0.0f;
-  } else {
-    p.score_mul = scale * kLog2e;
-    p.softcap_on = 0;
-    p.pre_mul = 1.0f;
-    p.cap_mul = 0.0f;
-  }
+  l.transform = set_scores(p, a.scores);
   l.dtype = a.dtype;
   l.block_n = config.block_n;
   l.stages = config.stages;
@@ -211,11 +233,7 @@ void launch_attention_varlen(const AttentionVarlenArgs& a, const AttentionVarlen
   l.blocks = static_cast<int>(std::max<int64_t>(1, std::min(want, max_tiles)));
   l.stream = static_cast<cudaStream_t>(stream);
 
-  if (a.workspace != nullptr) {
-    if (const cudaError_t err = cudaMemsetAsync(a.workspace, 0, sizeof(int32_t), l.stream);
-        err != cudaSuccess)
-      throw_varlen_cuda(err, "cudaMemsetAsync (tile counter)");
-  }
+  zero_tile_counter(a.workspace, l.stream);
   bool launched = false;
   switch (a.head_dim) {
     case 64:
@@ -231,6 +249,66 @@ void launch_attention_varlen(const AttentionVarlenArgs& a, const AttentionVarlen
   if (!launched)
     throw SignatureError(who + "no kernel for config {" + config.str() + "} at head_dim " +
                          std::to_string(a.head_dim));
+}
+
+void launch_attention_paged_tma(const AttentionPagedArgs& a, int32_t* tile_counter, void* stream) {
+  const std::string who = "attention_paged (CUDA, TMA): ";
+  check_attention_paged_args(a);
+  // Row coordinates are int32, and a row past the cache (a box's 128 rows included) must be one.
+  if (a.total_q > INT_MAX || a.num_blocks * a.page_size > INT_MAX - 128)
+    throw SignatureError(who + "more than 2^31 - 1 tokens or 2^31 - 129 cache rows");
+  if (a.total_q == 0) return;
+  if (a.batch == 0) throw SignatureError(who + "queries without sequences (batch 0)");
+  const int64_t max_tiles = a.heads_q * ((a.total_q + kBlockM - 1) / kBlockM + a.batch);
+  if (max_tiles > INT_MAX / 2)
+    throw SignatureError(who + "too many tiles (" + std::to_string(max_tiles) + ")");
+  check_attention_paged_pointers(a);
+  const DeviceFacts facts = hopper_device(who);
+
+  VarlenLaunch l{};
+  // Every page size divides block_n. Three stages at D 128 (one Q stage): the faster of two and
+  // three as measured (docs/perf/2026-12-04-h200-attention-paged-prefill.md).
+  l.block_n = a.head_dim == 256 ? 64 : 128;
+  l.stages = a.head_dim == 128 ? 3 : 2;
+  const int box_rows = static_cast<int>(std::min<int64_t>(a.page_size, l.block_n));
+  // An empty cache: the maps cover q instead and every box is past them (zeros).
+  const bool empty = a.num_blocks == 0;
+  const int64_t cache_rows = empty ? a.total_q : a.num_blocks * a.page_size;
+  l.map_q = make_map_3d(a.q, a.dtype, a.total_q, a.heads_q, a.head_dim, kBlockM);
+  l.map_k = make_map_3d(empty ? a.q : a.k_cache, a.dtype, cache_rows,
+                        empty ? a.heads_q : a.heads_kv, a.head_dim, box_rows);
+  l.map_v = make_map_3d(empty ? a.q : a.v_cache, a.dtype, cache_rows,
+                        empty ? a.heads_q : a.heads_kv, a.head_dim, box_rows);
+
+  attention_detail::VarlenParams& p = l.params;
+  p.cu_q = a.cu_seqlens_q;
+  p.cu_k = nullptr;
+  p.out = a.out;
+  p.lse = a.lse;
+  p.batch = static_cast<int>(a.batch);
+  p.heads_q = static_cast<int>(a.heads_q);
+  p.group = static_cast<int>(a.heads_q / a.heads_kv);
+  p.total_q = static_cast<int>(a.total_q);
+  p.pingpong = 1;
+  p.tile_counter = tile_counter;
+  p.seqused_k = a.seqused_k;
+  p.block_table = a.block_table;
+  p.table_width = static_cast<int>(a.width);
+  p.num_blocks = static_cast<int>(a.num_blocks);
+  p.page_size = static_cast<int>(a.page_size);
+  p.page_shift = a.page_size == 16 ? 4 : a.page_size == 32 ? 5 : a.page_size == 64 ? 6 : 7;
+  p.box_rows = box_rows;
+  p.cache_rows = static_cast<int>(cache_rows);
+  l.transform = set_scores(p, a.scores);
+  l.dtype = a.dtype;
+  l.blocks = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(facts.sms, max_tiles)));
+  l.stream = static_cast<cudaStream_t>(stream);
+
+  zero_tile_counter(tile_counter, l.stream);
+  const bool launched = a.head_dim == 64    ? attention_detail::launch_paged_tma_d64(l)
+                        : a.head_dim == 128 ? attention_detail::launch_paged_tma_d128(l)
+                                            : attention_detail::launch_paged_tma_d256(l);
+  if (!launched) throw SignatureError(who + "no kernel at head_dim " + std::to_string(a.head_dim));
 }
 
 }  // namespace tileops::cuda_kernels

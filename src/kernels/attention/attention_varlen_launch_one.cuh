@@ -1,5 +1,6 @@
 // Internal: the launch of one instance of the varlen attention kernel, included by the
-// per-head-dim files (attention_varlen_d{64,128,256}_cuda.cu) only.
+// per-head-dim files (attention_varlen_d{64,128,256}_cuda.cu, and for paged keys
+// attention_paged_tma_d{64,128,256}_cuda.cu) only.
 #pragma once
 
 #include "kernels/attention/attention_varlen_instances.cuh"
@@ -11,10 +12,10 @@
 namespace tileops::cuda_kernels::attention_detail {
 namespace {
 
-template <typename T, int D, int BN, int STAGES, int QSTAGES, bool TRANSFORM>
+template <typename T, int D, int BN, int STAGES, int QSTAGES, bool TRANSFORM, bool PAGED>
 void launch_instance(const VarlenLaunch& l) {
   using S = VarlenShape<D, BN, STAGES, QSTAGES>;
-  const auto kernel = attention_varlen_kernel<T, D, BN, STAGES, QSTAGES, TRANSFORM>;
+  const auto kernel = attention_varlen_kernel<T, D, BN, STAGES, QSTAGES, TRANSFORM, PAGED>;
   if (const cudaError_t err =
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmem);
       err != cudaSuccess)
@@ -26,21 +27,22 @@ void launch_instance(const VarlenLaunch& l) {
 }
 
 // The instance of head dim D with block_n BN, STAGES K/V stages and QSTAGES Q stages for l's
-// dtype and score path; false when (BN, STAGES) is not l's.
-template <int D, int BN, int STAGES, int QSTAGES>
+// dtype and score path, over contiguous or (PAGED) paged keys; false when (BN, STAGES) is not
+// l's.
+template <int D, int BN, int STAGES, int QSTAGES, bool PAGED = false>
 bool launch_if(const VarlenLaunch& l) {
   if (l.block_n != BN || l.stages != STAGES) return false;
   if (l.dtype == DType::bfloat16) {
     if (l.transform) {
-      launch_instance<__nv_bfloat16, D, BN, STAGES, QSTAGES, true>(l);
+      launch_instance<__nv_bfloat16, D, BN, STAGES, QSTAGES, true, PAGED>(l);
     } else {
-      launch_instance<__nv_bfloat16, D, BN, STAGES, QSTAGES, false>(l);
+      launch_instance<__nv_bfloat16, D, BN, STAGES, QSTAGES, false, PAGED>(l);
     }
   } else {
     if (l.transform) {
-      launch_instance<__half, D, BN, STAGES, QSTAGES, true>(l);
+      launch_instance<__half, D, BN, STAGES, QSTAGES, true, PAGED>(l);
     } else {
-      launch_instance<__half, D, BN, STAGES, QSTAGES, false>(l);
+      launch_instance<__half, D, BN, STAGES, QSTAGES, false, PAGED>(l);
     }
   }
   return true;

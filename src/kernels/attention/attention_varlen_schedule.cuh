@@ -1,6 +1,7 @@
 // Internal: the work of the varlen attention kernel (attention_varlen_kernel.cuh): its parameter
 // block, the tiles (sequence, query head, 128-query block) in the order the persistent grid walks
-// them, and the key blocks each tile visits. Read on the device from cu_seqlens only.
+// them, and the key blocks each tile visits. Read on the device from cu_seqlens only (and, for
+// paged keys, seqused_k).
 //
 // Order: sequences in batch order; within a sequence the query blocks from the last (the longest
 // causal work) to the first, and within a block the query heads, fastest, so the heads that share
@@ -36,6 +37,17 @@ struct VarlenParams {
   int window_left;    // < 0: no window (clamped to 2^30 on the host)
   int pingpong;       // 1: the consumer warpgroups take turns issuing their wgmma
   int* tile_counter;  // zeroed before the launch; nullptr: the static order
+  // Paged keys (the PAGED kernel; unused otherwise): sequence b holds seqused_k[b] keys, key j
+  // being row j % page_size of page block_table[b * table_width + j / page_size] of the caches
+  // viewed as [num_blocks * page_size, heads_kv, head_dim]; cu_k is unused.
+  const int32_t* seqused_k;
+  const int32_t* block_table;
+  int table_width;
+  int num_blocks;
+  int page_size;   // 16, 32, 64 or 128
+  int page_shift;  // log2(page_size)
+  int box_rows;    // rows of one TMA box: min(page_size, BN)
+  int cache_rows;  // num_blocks * page_size: a row there is past the cache (TMA fills zeros)
 };
 
 struct Tile {
@@ -44,7 +56,7 @@ struct Tile {
   int m_block;
   int q0;  // first token of the sequence in q / out
   int sq;
-  int k0;  // first token of the sequence in k / v
+  int k0;  // first token of the sequence in k / v (0 for paged keys: its own pages)
   int sk;
   int n_begin;  // key blocks [n_begin, n_end) are visited, last first
   int n_end;
@@ -71,7 +83,8 @@ __device__ __forceinline__ void tile_key_blocks(const VarlenParams& p, Tile& t) 
 
 // Finds tile `t` of the walk (t never decreases between calls). Run by all 32 lanes of a warp,
 // each warp on its own: lane l holds the tile count of sequence base + l of the current chunk of
-// 32 sequences and its inclusive prefix sum.
+// 32 sequences and its inclusive prefix sum. PAGED: the keys from seqused_k, starting at 0.
+template <bool PAGED>
 struct TileCursor {
   int base = 0;          // first sequence of the chunk
   int t_base = 0;        // tiles before it
@@ -106,8 +119,13 @@ struct TileCursor {
         out.b = base + f;
         out.q0 = __ldg(p.cu_q + out.b);
         out.sq = __ldg(p.cu_q + out.b + 1) - out.q0;
-        out.k0 = __ldg(p.cu_k + out.b);
-        out.sk = __ldg(p.cu_k + out.b + 1) - out.k0;
+        if constexpr (PAGED) {
+          out.k0 = 0;
+          out.sk = __ldg(p.seqused_k + out.b);
+        } else {
+          out.k0 = __ldg(p.cu_k + out.b);
+          out.sk = __ldg(p.cu_k + out.b + 1) - out.k0;
+        }
         if (out.sk < 0) out.sk = 0;
         const int blocks = (out.sq + kBlockM - 1) / kBlockM;
         out.head = local % p.heads_q;

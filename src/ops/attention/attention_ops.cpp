@@ -87,6 +87,8 @@ std::vector<ImplementationInfo> gen::GroupedQueryAttentionPagedFwdOpKernels::ker
   table.push_back(implementation<AttentionPagedCpu>("attention_paged_cpu", "AttentionPagedCpu"));
 #if TILEOPS_WITH_CUDA
   table.push_back(implementation<AttentionPagedCuda>("attention_paged_cuda", "AttentionPagedCuda"));
+  table.push_back(
+      implementation<AttentionPagedTmaCuda>("attention_paged_tma_cuda", "AttentionPagedTmaCuda"));
 #endif
   return table;
 }
@@ -104,6 +106,7 @@ void GroupedQueryAttentionPagedFwdOp::forward(const Indices& call, const Tensor&
   AttentionPagedCall spec;
   fill_call(spec, call, scores);
   spec.page_size = call.page_size;
+  spec.queries_per_sequence = call.B > 0 ? (call.Tq + call.B - 1) / call.B : 0;
   auto& kernel = kernel_for<AttentionPagedInterface>(spec);
   // The caches are contiguous (declared so); q is often a view of a fused projection's output.
   const Tensor q_c = q.contiguous();

@@ -1,0 +1,10 @@
+// The paged varlen attention kernel instances of head dim 256 (attention_varlen_instances.cuh).
+#include "kernels/attention/attention_varlen_launch_one.cuh"
+
+namespace tileops::cuda_kernels::attention_detail {
+
+bool launch_paged_tma_d256(const VarlenLaunch& l) {
+  return launch_if<256, 64, 2, 1, true>(l);
+}
+
+}  // namespace tileops::cuda_kernels::attention_detail
