@@ -12,7 +12,7 @@
 // captured CUDA graph replays correctly when seqused_k, cu_seqlens_q or block_table change.
 // The varlen kernel's TMA pipeline reading K/V pages through the block table
 // (launch_attention_paged_tma, attention_varlen_kernel.cuh with PAGED) serves prefill-shaped
-// calls, at the varlen kernel's speed.
+// calls (the op selects it through AttentionPagedTmaCuda's refusal and preferred_over).
 #pragma once
 
 #include <algorithm>
@@ -127,7 +127,8 @@ inline std::int64_t attention_paged_workspace_floats(int splits, std::int64_t to
 
 /// Raises SignatureError for arguments the paged kernels cannot take (dtype not float16 /
 /// bfloat16, head dim not 64 / 128 / 256, page size not 16 / 32 / 64 / 128, heads_q not a
-/// multiple of heads_kv, negative sizes, more than 2^30 query rows, sequences or keys).
+/// multiple of heads_kv, negative sizes, more than 2^30 query rows, (token, head) pairs,
+/// sequences or keys).
 void check_attention_paged_args(const AttentionPagedArgs& args);
 
 /// Raises SignatureError for a null tensor pointer (the block table may be null when `width` is
