@@ -223,13 +223,13 @@ TEST(MoEGroupedGemmFP8Kernels, MaskedLaunchIsGraphCapturable) {
   // a device-to-device one does not wait for the host), so the replay could read stale counts or
   // poison rows the kernel had written (compute-sanitizer's racecheck ran into it).
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  ASSERT_EQ(cudaMemcpyAsync(in[2].data_ptr(), counts.data_ptr(), 16, cudaMemcpyDeviceToDevice,
-                            stream),
-            cudaSuccess);
-  ASSERT_EQ(cudaMemcpyAsync(c.data_ptr(), poison.data_ptr(),
-                            static_cast<size_t>(p.M * p.n_out() * 2), cudaMemcpyDeviceToDevice,
-                            stream),
-            cudaSuccess);
+  ASSERT_EQ(
+      cudaMemcpyAsync(in[2].data_ptr(), counts.data_ptr(), 16, cudaMemcpyDeviceToDevice, stream),
+      cudaSuccess);
+  ASSERT_EQ(
+      cudaMemcpyAsync(c.data_ptr(), poison.data_ptr(), static_cast<size_t>(p.M * p.n_out() * 2),
+                      cudaMemcpyDeviceToDevice, stream),
+      cudaSuccess);
   ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   check(q, c.to(Device::cpu()).to_vector(), "graph replay");
