@@ -263,6 +263,17 @@ class AttentionStep(torch.nn.Module):
         return self.merge(prefix_out, prefix_lse, out, lse)
 
 
+def _recording_backend(graphs: list[torch.fx.GraphModule]):
+    """A torch.compile backend that keeps each graph it gets and runs it through aot_eager (the
+    ops' fakes and functionalization, as inductor would see them)."""
+
+    def backend(gm: torch.fx.GraphModule, example_inputs):
+        graphs.append(gm)
+        return torch._dynamo.backends.debugging.aot_eager(gm, example_inputs)
+
+    return backend
+
+
 def _step_inputs(device: str, lengths: list[int], seed: int) -> list[torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
     t = sum(lengths)
@@ -283,11 +294,7 @@ def test_fullgraph_compile_of_an_attention_step(device: str) -> None:
     _skip_without_kernel("GroupedQueryAttentionVarlenFwdOp", device)
     torch._dynamo.reset()
     graphs: list[torch.fx.GraphModule] = []
-
-    def backend(gm: torch.fx.GraphModule, example_inputs):
-        graphs.append(gm)
-        return torch._dynamo.backends.debugging.aot_eager(gm, example_inputs)
-
+    backend = _recording_backend(graphs)
     step = AttentionStep()
     compiled = torch.compile(step, fullgraph=True, backend=backend, dynamic=False)
     for lengths, seed in (([5, 3, 7], 1), ([9, 2], 2), ([1, 4, 4, 6], 3)):
@@ -408,11 +415,7 @@ def test_fullgraph_compile_of_a_paged_decode_step(device: str) -> None:
     _skip_without_kernel("GroupedQueryAttentionPagedFwdOp", device)
     torch._dynamo.reset()
     graphs: list[torch.fx.GraphModule] = []
-
-    def backend(gm: torch.fx.GraphModule, example_inputs):
-        graphs.append(gm)
-        return torch._dynamo.backends.debugging.aot_eager(gm, example_inputs)
-
+    backend = _recording_backend(graphs)
     step = DecodeStep()
     compiled = torch.compile(step, fullgraph=True, backend=backend, dynamic=False)
     for lengths, seed in (([5, 30, 17], 1), ([63, 0], 2), ([1, 2, 3, 40], 3)):
