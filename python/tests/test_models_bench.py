@@ -63,3 +63,24 @@ def test_quick_model_bench_times_served_attention(tmp_path: Path) -> None:
         for phase in ("prefill T=16", "decode ctx=16"):  # prefill served, decode the model's own
             r = rows[(mode, phase)]
             assert r["ms"] > 0 and r["split"]["attention"] > 0
+
+
+def test_a_run_cut_short_keeps_the_cases_it_finished(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = _bench.run_case
+
+    def run_case(case: _bench.Case, opts: _bench.Options) -> list[_bench.Row]:
+        if case.name == "llama3.2-1b-model":
+            raise KeyboardInterrupt  # as a time limit's kill would stop the second case
+        return real(case, opts)
+
+    monkeypatch.setattr(_bench, "run_case", run_case)
+    out, md = tmp_path / "rows.json", tmp_path / "bench.md"
+    with pytest.raises(KeyboardInterrupt):
+        cli.main(["bench", "--device", "cpu", "--quick", "--case", "llama3-8b-layer", "--case", "llama3.2-1b-model",
+                  "--no-compile", "--no-liger", "--no-split", "--iters", "1", "--warmup", "0", "--json", str(out),
+                  "--markdown", str(md)])
+    rows = json.loads(out.read_text())
+    assert {r["case"] for r in rows} == {"llama3-8b-layer"}
+    assert {(r["mode"], r["phase"]) for r in rows if r["ms"]} == {
+        (m, p) for m in ("tileops eager", "unpatched eager") for p in ("layer T=1", "layer T=16")}
+    assert "| llama3-8b-layer | layer T=16 |" in md.read_text()

@@ -57,6 +57,19 @@ def _header(args: argparse.Namespace, argv: list[str]) -> str:
     ])
 
 
+def _write(args: argparse.Namespace, argv: list[str], rows: list) -> str:
+    """The report of `rows` as markdown, written to --markdown and --json where given."""
+    from tileops.models import _bench
+
+    text = (_header(args, argv) + "## ms per call\n\n" + _bench.pivot(rows) + "\n\n## Every run, with the split "
+            "by kind (ms per call) and notes\n\n" + _bench.table(rows) + "\n")
+    if args.markdown:
+        args.markdown.write_text(text)
+    if args.json:
+        args.json.write_text(json.dumps([asdict(r) for r in rows], indent=1))
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tileops.models", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -94,18 +107,14 @@ def main(argv: list[str] | None = None) -> int:
     opts = _bench.Options(device=args.device, quick=args.quick, warmup=args.warmup, iters=args.iters,
                           compile=not args.no_compile, liger=not args.no_liger, split=not args.no_split,
                           tokens=tokens)
-    rows = []
+    rows: list = []
+    text = _write(args, argv, rows)
     for case in _bench.CASES:
         if args.case and case.name not in args.case:
             continue
         rows.extend(_bench.run_case(case, opts))
-    text = (_header(args, argv) + "## ms per call\n\n" + _bench.pivot(rows) + "\n\n## Every run, with the split "
-            "by kind (ms per call) and notes\n\n" + _bench.table(rows) + "\n")
+        text = _write(args, argv, rows)  # after every case: a run cut short keeps what it measured
     print(text)
-    if args.markdown:
-        args.markdown.write_text(text)
-    if args.json:
-        args.json.write_text(json.dumps([asdict(r) for r in rows], indent=1))
     failed = [r for r in rows if r.ms is None and r.note.startswith("failed") and "FP8Experts" not in r.mode]
     return 1 if failed else 0
 
