@@ -21,6 +21,7 @@ import math
 import os
 import statistics
 import sys
+import time
 
 import torch
 
@@ -97,12 +98,17 @@ def flush_l2(i):
         _flush.fill_(i & 0xFF)
 
 
-def time_median_us(fn, iters):
+def time_median_us(fn, iters, cool_s=0.0):
+    """Median of `iters` timed calls of fn, each after an L2 flush. cool_s > 0 leaves the GPU
+    idle that long before each flush (the host sleeps after the previous call has finished): the
+    cooling gap between calls that DeepGEMM's published figures had (bench/peers_deepgemm.py)."""
     for _ in range(5):
         fn()
     torch.cuda.synchronize()
     times = []
     for i in range(iters):
+        if cool_s > 0:
+            time.sleep(cool_s)
         flush_l2(i)
         start = torch.cuda.Event(enable_timing=True)
         stop = torch.cuda.Event(enable_timing=True)
