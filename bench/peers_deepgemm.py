@@ -23,10 +23,11 @@ computed on the GPU in float64) on sampled rows of the first, middle and last gr
 bound of python/tests/test_moe_fp8.py); the worst |got - ref| / (1 + |ref|) is reported.
 
 Timing: bench/peers.py's time_median_us (5 warm-up calls, CUDA events around each call, the L2
-flushed before each one, the median), twice: back to back, and with a cooling gap (--cool-ms,
-the GPU idle before each flush), as DeepGEMM's published H800 figures had long gaps between
-calls. TFLOP/s = 2 x (rows computed) x N x K / time. "ours/DG" = DeepGEMM's time / ours (>= 1:
-ours as fast or faster).
+flushed before each one, the median), three times, as DeepGEMM's published H800 figures had long
+gaps between calls: back to back; with the GPU idle for --cool-ms before each flush; and with
+--fill-gb of memory zeroed before each flush (what DeepGEMM's own benchmark, bench_kineto, does
+before every call: "chill time without full idle"). TFLOP/s = 2 x (rows computed) x N x K /
+time. "ours/DG" = DeepGEMM's time / ours (>= 1: ours as fast or faster).
 
 Modes: --smoke (DeepGEMM's first JIT call and a small checked GEMM, nothing else), --warm with
 --shard I/N (DeepGEMM's JIT builds for every Ith of the cases, for parallel processes before the
@@ -303,7 +304,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--iters", type=int, default=21)
     ap.add_argument("--cool-ms", type=float, default=20.0,
-                    help="GPU idle time before each timed call in the cooling pass (0: no such pass)")
+                    help="GPU idle time before each timed call in the idle pass (0: no such pass)")
+    ap.add_argument("--fill-gb", type=float, default=8.0,
+                    help="GB zeroed before each timed call in the fill pass (0: no such pass)")
     ap.add_argument("--only", default="", help="comma list of kinds (contiguous, masked, dense) or KIND/LABEL")
     ap.add_argument("--no-check", action="store_true")
     ap.add_argument("--smoke", action="store_true", help="DeepGEMM's first calls only")
@@ -316,8 +319,8 @@ def main() -> int:
     shard = args.shard.split("/")
     if len(shard) != 2 or not all(s.isdigit() for s in shard) or not int(shard[0]) < int(shard[1]):
         ap.error(f"--shard: expected I/N with 0 <= I < N, got {args.shard!r}")
-    if args.iters < 1 or args.cool_ms < 0:
-        ap.error("--iters must be >= 1 and --cool-ms >= 0")
+    if args.iters < 1 or args.cool_ms < 0 or args.fill_gb < 0:
+        ap.error("--iters must be >= 1, --cool-ms and --fill-gb >= 0")
     if not torch.cuda.is_available():
         print("peers_deepgemm.py: no CUDA device visible to PyTorch; nothing to measure")
         return 0
@@ -333,9 +336,13 @@ def main() -> int:
     props = torch.cuda.get_device_properties(0)
     print(f"# {props.name}, {props.multi_processor_count} SMs, torch {torch.__version__}; "
           f"deep_gemm {getattr(dg, '__version__', '-') if dg else 'absent'}; "
-          f"median of {args.iters}, L2 flushed before each call; cooling gap {args.cool_ms:g} ms",
-          flush=True)
-    modes = [("back-to-back", 0.0)] + ([(f"cool {args.cool_ms:g} ms", args.cool_ms / 1e3)] if args.cool_ms else [])
+          f"median of {args.iters}, L2 flushed before each call", flush=True)
+    modes = [("back-to-back", {})]
+    if args.cool_ms:
+        modes.append((f"idle {args.cool_ms:g} ms", {"cool_s": args.cool_ms / 1e3}))
+    if args.fill_gb:
+        chill = torch.empty(int(args.fill_gb * 1e9) // 4, dtype=torch.int32, device=DEVICE)
+        modes.append((f"fill {args.fill_gb:g} GB", {"before_flush": chill.zero_}))
     rows = []  # (case, peer, mode, us, tflops, worst error)
     failed = 0
     for c in cases:
@@ -365,8 +372,8 @@ def main() -> int:
                 continue
             ok = args.no_check or err <= TOL
             failed += not ok
-            for mode, cool_s in modes:
-                us = time_median_us(fn, args.iters, cool_s)
+            for mode, gap in modes:
+                us = time_median_us(fn, args.iters, **gap)
                 tflops = flops / (us * 1e-6) / 1e12
                 rows.append((c, peer, mode, us, tflops, err))
                 print(f"{c.kind:10s} {c.label:30s} {peer:9s} {mode:14s} {us:10.1f} us {tflops:7.1f} TFLOP/s  "
@@ -390,16 +397,18 @@ def write_results(args, rows, modes) -> None:
                     f"{mode},{us:.2f},{tf:.1f},{err:.3e}\n")
     head = "| kind | case | shape |"
     rule = "| --- | --- | --- |"
-    for mode, _ in modes:
-        head += f" DeepGEMM {mode} | TFLOP/s | ours {mode} | TFLOP/s | ours/DG |"
-        rule += " ---: | ---: | ---: | ---: | ---: |"
+    for i, (mode, _) in enumerate(modes):
+        us = " DeepGEMM us | ours us |" if i == 0 else ""
+        head += f"{us} DeepGEMM TFLOP/s {mode} | ours TFLOP/s {mode} | ours/DG {mode} |"
+        rule += " ---: |" * (5 if i == 0 else 3)
     lines = [head, rule]
     for c in dict.fromkeys(r[0] for r in rows):
         line = f"| {c.kind} | {c.label} | {c.shape} |"
-        for mode, _ in modes:
+        for i, (mode, _) in enumerate(modes):
             dg, ours = by.get((c, "DeepGEMM", mode)), by.get((c, "tileops", mode))
-            for v in (dg, ours):
-                line += f" {v[0]:.1f} us | {v[1]:.1f} |" if v else " - | - |"
+            if i == 0:
+                line += "".join(f" {v[0]:.1f} |" if v else " - |" for v in (dg, ours))
+            line += "".join(f" {v[1]:.1f} |" if v else " - |" for v in (dg, ours))
             line += f" {dg[0] / ours[0]:.2f}x |" if dg and ours else " - |"
         lines.append(line)
     with open(args.markdown, "w") as f:

@@ -19,8 +19,9 @@
 #
 # Environment: OUT (logs; default build-deepgemm/out), DEEPGEMM_CHECK_BUDGET_S (default 400),
 # DEEPGEMM_BUNDLE (default .dg), DEEPGEMM_BENCH_ARGS (extra bench/peers_deepgemm.py arguments),
-# DEEPGEMM_WARM_PROCS (parallel JIT processes, default 12), TILEOPS_BUILD_DIR (default
-# build-deepgemm).
+# DEEPGEMM_WARM_PROCS (parallel JIT processes, default 12), DEEPGEMM_VARIANTS (the host-module
+# builds to make and try in order; default "setup symbolic runtime-api"), TILEOPS_BUILD_DIR
+# (default build-deepgemm).
 set -uo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -94,7 +95,7 @@ dg_build() {
 # As its setup.py builds it; with its own symbols bound inside the module (a definition of the
 # same inline function in an already loaded library cannot stand in for its own); and loading
 # the JIT kernels through the CUDA runtime instead of the driver API it looks up with dlsym.
-variants=(setup symbolic runtime-api)
+read -r -a variants <<< "${DEEPGEMM_VARIANTS:-setup symbolic runtime-api}"
 declare -A dg_flags=([setup]="" [symbolic]="-fvisibility=hidden -Wl,-Bsymbolic"
   [runtime-api]="-DDG_JIT_USE_RUNTIME_API")
 declare -A dg_pids=()
