@@ -386,7 +386,19 @@ def main() -> int:
     return 1 if failed else 0
 
 
+def floor_to(x: float, digits: int) -> str:
+    """x cut (not rounded) to `digits` decimals: a printed rate or ratio is never rounded up."""
+    return f"{math.floor(x * 10**digits) / 10**digits:.{digits}f}"
+
+
+def ceil_to(x: float, digits: int) -> str:
+    """x rounded up to `digits` decimals: a printed time is never rounded down."""
+    return f"{math.ceil(x * 10**digits) / 10**digits:.{digits}f}"
+
+
 def write_results(args, rows, modes) -> None:
+    """The CSV (every row, unrounded to 0.001 us) and the markdown table: microseconds of the
+    first pass, TFLOP/s and DeepGEMM's time over ours for every pass."""
     by = {(c, peer, mode): (us, tf, err) for c, peer, mode, us, tf, err in rows}
     os.makedirs(os.path.dirname(os.path.abspath(args.csv)) or ".", exist_ok=True)
     with open(args.csv, "w") as f:
@@ -394,7 +406,7 @@ def write_results(args, rows, modes) -> None:
         f.write("kind,case,groups,rows,used,N,K,peer,mode,median_us,tflops,worst_error\n")
         for c, peer, mode, us, tf, err in rows:
             f.write(f"{c.kind},{c.label},{c.groups},{c.rows},{c.used or c.rows},{c.n},{c.k},{peer},"
-                    f"{mode},{us:.2f},{tf:.1f},{err:.3e}\n")
+                    f"{mode},{us:.3f},{tf:.3f},{err:.3e}\n")
     head = "| kind | case | shape |"
     rule = "| --- | --- | --- |"
     for i, (mode, _) in enumerate(modes):
@@ -407,9 +419,9 @@ def write_results(args, rows, modes) -> None:
         for i, (mode, _) in enumerate(modes):
             dg, ours = by.get((c, "DeepGEMM", mode)), by.get((c, "tileops", mode))
             if i == 0:
-                line += "".join(f" {v[0]:.1f} |" if v else " - |" for v in (dg, ours))
-            line += "".join(f" {v[1]:.1f} |" if v else " - |" for v in (dg, ours))
-            line += f" {dg[0] / ours[0]:.2f}x |" if dg and ours else " - |"
+                line += "".join(f" {ceil_to(v[0], 1)} |" if v else " - |" for v in (dg, ours))
+            line += "".join(f" {floor_to(v[1], 1)} |" if v else " - |" for v in (dg, ours))
+            line += f" {floor_to(dg[0] / ours[0], 2)}x |" if dg and ours else " - |"
         lines.append(line)
     with open(args.markdown, "w") as f:
         f.write("\n".join(lines) + "\n")
