@@ -39,7 +39,7 @@ py=python3
 {
   echo "DeepGEMM: $(cat "$bundle/DeepGEMM/DG_COMMIT" 2>/dev/null || echo '(no bundle)')"
   echo "cutlass: $(cat "$bundle/CUTLASS_COMMIT" 2>/dev/null), fmt: $(cat "$bundle/FMT_COMMIT" 2>/dev/null)"
-  echo "python: $($py -c 'import sys; print(sys.version.split()[0])'), g++: $(g++ --version | head -1)"
+  echo "python: $($py -c 'import sys; print(sys.version.split()[0])'), g++: $(g++ --version | head -1), CXX: ${CXX:-unset}"
   echo "gdb: $(command -v gdb || echo absent), addr2line: $(command -v addr2line || echo absent)"
 } | tee -a "$logs/info.txt"
 
@@ -77,12 +77,17 @@ fi
 
 # dg_build NAME FLAGS...: DeepGEMM's csrc/python_api.cpp into $work/so/NAME/_C$ext, with the
 # flags of its setup.py (and torch's CUDAExtension: the extension defines, torch's and CUDA's
-# include folders and libraries) plus FLAGS.
+# include folders and libraries) plus FLAGS. The system's g++, not $CXX: on the H200 image $CXX
+# is a wrapper (/opt/gcc/bin/g++) whose module faulted in std::regex at DeepGEMM's first JIT
+# call, most likely from a static copy of libstdc++ linked into it
+# (docs/perf/2026-12-04-h200-deepgemm.md); a module without libstdc++.so.6 among its needed
+# libraries is reported.
+cxx=$(command -v /usr/bin/g++ || command -v g++)
 dg_build() {
   local name=$1
   shift
   mkdir -p "$work/so/$name"
-  cd "$dg_src" && timeout 240 g++ -std=c++"$cxx_std" -O3 -g -fPIC -shared -DNDEBUG -Wno-psabi \
+  cd "$dg_src" && timeout 240 "$cxx" -std=c++"$cxx_std" -O3 -g -fPIC -shared -DNDEBUG -Wno-psabi \
     -Wno-deprecated-declarations -D_GLIBCXX_USE_CXX11_ABI="$cxx11_abi" \
     -DTORCH_API_INCLUDE_EXTENSION_H -DTORCH_EXTENSION_NAME=_C "$@" \
     -I"$CUDA_HOME/include" -I"$CUDA_HOME/include/cccl" -Ideep_gemm/include \
@@ -90,7 +95,10 @@ dg_build() {
     -I"$torch_dir/include/torch/csrc/api/include" -I"$py_inc" csrc/python_api.cpp \
     -o "$work/so/$name/_C$ext" -L"$torch_dir/lib" -L"$CUDA_HOME/lib64" \
     -Wl,-rpath,"$torch_dir/lib" -lc10 -ltorch -ltorch_cpu -ltorch_python -lc10_cuda \
-    -ltorch_cuda -lcudart -lnvrtc
+    -ltorch_cuda -lcudart -lnvrtc || return
+  if command -v readelf > /dev/null && ! readelf -d "$work/so/$name/_C$ext" | grep -q 'libstdc++\.so'; then
+    echo "WARNING: $name links libstdc++ statically (two C++ runtimes in one process)"
+  fi
 }
 # As its setup.py builds it; with its own symbols bound inside the module (a definition of the
 # same inline function in an already loaded library cannot stand in for its own); and loading
