@@ -1,9 +1,9 @@
 // Internal: the PTX wrappers of Hopper warpgroup MMA: the wgmma fences and groups, the
 // shared-memory matrix descriptor of K-major tiles in the 128-byte swizzle (what TMA writes with
 // tma_map.h's maps), the accumulator operand lists of the wgmma asm statements, the instructions
-// the kernels issue (bf16 / fp16 m64nNk16 and e4m3 m64n128k32, both operands from shared memory,
-// fp32 accumulators), and the warpgroup's named barrier and 32-bit shared store. Include only from
-// .cu files; the wrappers exist where TILEOPS_SM90A_BODY (arch.cuh) is set.
+// the kernels issue (bf16 / fp16 m64nNk16 and e4m3 m64n128k32 / m64n64k32, both operands from
+// shared memory, fp32 accumulators), and the warpgroup's named barrier and 32-bit shared store.
+// Include only from .cu files; the wrappers exist where TILEOPS_SM90A_BODY (arch.cuh) is set.
 #pragma once
 
 #include "kernels/common/arch.cuh"
@@ -62,6 +62,11 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
 #define TILEOPS_WGMMA_D8(i)                                                                   \
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
       "+f"(d[i + 6]), "+f"(d[i + 7])
+#define TILEOPS_WGMMA_D32 \
+  TILEOPS_WGMMA_D8(0), TILEOPS_WGMMA_D8(8), TILEOPS_WGMMA_D8(16), TILEOPS_WGMMA_D8(24)
+#define TILEOPS_WGMMA_R32                                                                      \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
 #define TILEOPS_WGMMA_D64                                                               \
   TILEOPS_WGMMA_D8(0), TILEOPS_WGMMA_D8(8), TILEOPS_WGMMA_D8(16), TILEOPS_WGMMA_D8(24), \
       TILEOPS_WGMMA_D8(32), TILEOPS_WGMMA_D8(40), TILEOPS_WGMMA_D8(48), TILEOPS_WGMMA_D8(56)
@@ -139,6 +144,21 @@ __device__ __forceinline__ void wgmma_n128_e4m3(float (&d)[64], uint64_t da, uin
       "}, %64, %65, p, 1, 1;\n"
       "}\n"
       : TILEOPS_WGMMA_D64
+      : "l"(da), "l"(db), "r"(accumulate));
+}
+
+// D[64 x 64] (+)= A(e4m3, smem) x B(e4m3, smem)^T: the narrow tiles of small-M GEMMs, whose
+// weights must be spread over more blocks than 128-column slices give.
+__device__ __forceinline__ void wgmma_n64_e4m3(float (&d)[32], uint64_t da, uint64_t db,
+                                               int accumulate) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {" TILEOPS_WGMMA_R32
+      "}, %32, %33, p, 1, 1;\n"
+      "}\n"
+      : TILEOPS_WGMMA_D32
       : "l"(da), "l"(db), "r"(accumulate));
 }
 

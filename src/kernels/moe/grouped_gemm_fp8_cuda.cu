@@ -61,7 +61,10 @@ const Entry kEntries[] = {
     entry<128, 128, 6>(),                       // 32 KB stages, 225 KB in all
     entry<128, 128, 4>(), entry<64, 256, 4>(),  // 40 KB stages, 193 KB
     entry<64, 128, 8>(),                        // one consumer warpgroup, 24 KB stages, 209 KB
+    entry<64, 64, 12>(),                        // narrow, no activation: 16 KB stages, 209 KB
 };
+constexpr int kWideRowsEntry = 2;  // 64 x 256
+constexpr int kNarrowEntry = 4;    // 64 x 64
 
 GroupedGemmFP8CudaConfig to_config(const Entry& e) {
   GroupedGemmFP8CudaConfig c;
@@ -84,6 +87,20 @@ bool aligned_to(const void* p, uintptr_t align) {
 
 int64_t rows_per_expert(const GroupedGemmFP8Args& a) {
   return a.M / std::max<int64_t>(a.E, 1);
+}
+
+bool has_activation(const GroupedGemmFP8Args& a) {
+  return a.activation != MoEActivation::none;
+}
+
+// The SMs of the current device (132 on an H100 / H200 SXM where none can be asked).
+int sm_count() {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    static_cast<void>(cudaGetLastError());  // clear it: no device is not an error here
+    return 132;
+  }
+  return cuda_device_properties(device).sm_count;
 }
 
 }  // namespace
@@ -118,14 +135,21 @@ std::optional<std::string> grouped_gemm_fp8_refusal(const GroupedGemmFP8Args& a)
 // fills a fraction of max_m), tiles of 64 rows whose two warpgroups split 256 B rows: a 128-row
 // tile would leave one warpgroup idle. More rows: 128 x 128 with 6 stages. Both are bound by the
 // weights' bytes on the DeepSeek-V3 shapes (docs/perf/2026-12-02-h200-fp8-grouped-gemm.md).
+// When 64 x 256 tiles would not give every SM one (a dense GEMM of a decode batch: 64 rows x 2112
+// columns are 9 tiles), 64 x 64 tiles spread the weights' bytes over 4x the blocks.
 GroupedGemmFP8CudaConfig grouped_gemm_fp8_default_config(const GroupedGemmFP8Args& a) {
-  return to_config(a.max_m > 0 || rows_per_expert(a) <= 64 ? kEntries[2] : kEntries[0]);
+  if (a.max_m == 0 && rows_per_expert(a) > 64) return to_config(kEntries[0]);
+  const int64_t row_tiles = a.max_m > 0 ? a.E * ((a.max_m + 63) / 64) : (a.M + 63) / 64;
+  const int64_t wide_tiles = row_tiles * ((a.N + 255) / 256);
+  const bool narrow = !has_activation(a) && wide_tiles < sm_count();
+  return to_config(kEntries[narrow ? kNarrowEntry : kWideRowsEntry]);
 }
 
 std::vector<GroupedGemmFP8CudaConfig> grouped_gemm_fp8_tuning_space(const GroupedGemmFP8Args& a) {
   std::vector<GroupedGemmFP8CudaConfig> out{grouped_gemm_fp8_default_config(a)};
   for (const Entry& e : kEntries) {
     const GroupedGemmFP8CudaConfig c = to_config(e);
+    if (e.bn < 128 && has_activation(a)) continue;  // the narrow tiles have no activation epilogue
     if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
   }
   return out;
@@ -146,6 +170,9 @@ void launch_grouped_gemm_fp8(const GroupedGemmFP8Args& a, const GroupedGemmFP8Cu
   const Entry* entry = find_entry(config);
   if (entry == nullptr || config.blocks_per_sm < 0)
     throw SignatureError(what + "no kernel for config {" + config.str() + "}");
+  if (gated && entry->bn < 128)
+    throw SignatureError(what + "config {" + config.str() +
+                         "} has no activation epilogue: a gated activation needs block_n >= 128");
   const int64_t n_out = gated ? a.N / 2 : a.N;
   if (a.M == 0 || n_out == 0) return;
   if (a.c == nullptr || a.offsets == nullptr)

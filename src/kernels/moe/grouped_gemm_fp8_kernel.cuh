@@ -11,7 +11,9 @@
 // descriptors are the bf16 kernel's. Consumer warpgroup w computes a 64 x 128 piece of the tile
 // (m-slice w % (block_m / 64), n-slice w / (block_m / 64)); the n-slice's 128 B rows are 128 output
 // columns, or with a gated activation 64 gate rows then the 64 matching up rows (two TMA boxes),
-// so that accumulator column groups i and i + 8 are gate and up of the same output columns.
+// so that accumulator column groups i and i + 8 are gate and up of the same output columns. Narrow
+// tiles (block_n 64, no activation: GEMMs of few rows, whose weights 128-column slices would
+// spread over too few blocks) have one 64 x 64 slice, issued as m64n64k32.
 //
 // Per K block a warpgroup issues 4 wgmma m64n128k32 into block accumulators (the first with
 // scale-d = 0), waits for them, and promotes them into the float32 accumulators: acc += s * blk
@@ -66,8 +68,12 @@ __device__ __forceinline__ int masked_rows(const FP8GemmParams& p) {
 
 template <int BM, int BN, int STAGES>
 struct FP8Shape {
+  // A consumer warpgroup's slice: 64 rows x 128 columns, or the whole 64 columns of a narrow tile
+  // (not gated: the host refuses a gated activation there).
+  static constexpr int kSliceN = BN < 128 ? BN : 128;
+  static constexpr int kAcc = kSliceN / 2;  // fp32 accumulators per thread
   static constexpr int kMSlices = BM / 64;
-  static constexpr int kNSlices = BN / 128;
+  static constexpr int kNSlices = BN / kSliceN;
   static constexpr int kConsumers = kMSlices * kNSlices;
   static constexpr int kThreads = 128 * (kConsumers + 1);
   static constexpr int kABytes = BM * 128;
@@ -79,7 +85,7 @@ struct FP8Shape {
   static constexpr int kBarOffset = kStoreOffset + kConsumers * 2 * kChunkBytes;
   static constexpr int kSmem = kBarOffset + 16 * STAGES + 1024;
   static_assert(BM == 64 || BM == 128, "block_m must be 64 or 128");
-  static_assert(BN == 128 || BN == 256, "block_n must be 128 or 256");
+  static_assert(BN == 64 || BN == 128 || BN == 256, "block_n must be 64, 128 or 256");
   static_assert(kConsumers <= 2, "at most two consumer warpgroups (registers)");
   static_assert(kSmem <= 232448, "over the 227 KB of shared memory a block can have");
 };
@@ -191,7 +197,11 @@ __global__ void __launch_bounds__(FP8Shape<BM, BN, STAGES>::kThreads, 1)
             tma_load_2d(sa, &tma_a, kb * 128, ti.row0, full);
 #pragma unroll
             for (int ni = 0; ni < S::kNSlices; ++ni) {
-              const uint32_t sb = sa + S::kABytes + static_cast<uint32_t>(ni * 128 * 128);
+              const uint32_t sb = sa + S::kABytes + static_cast<uint32_t>(ni * S::kSliceN * 128);
+              if constexpr (S::kSliceN == 64) {
+                tma_load_2d(sb, &tma_b, kb * 128, en + ti.n_tile * BN, full);
+                continue;
+              }
               int row_lo;
               int row_hi;
               if (is_gated) {
@@ -227,8 +237,8 @@ __global__ void __launch_bounds__(FP8Shape<BM, BN, STAGES>::kThreads, 1)
     auto* C = static_cast<__nv_bfloat16*>(p.c);
     const bool pair = (reinterpret_cast<uintptr_t>(C) & 3u) == 0 && (p.n_out & 1) == 0;
     const int half_n = N / 2;
-    float acc[64];
-    float blk[64];
+    float acc[S::kAcc];
+    float blk[S::kAcc];
     TileCursor cursor;
     TileInfo ti;
     int stage = 0;
@@ -250,7 +260,7 @@ __global__ void __launch_bounds__(FP8Shape<BM, BN, STAGES>::kThreads, 1)
       }
       // This slice's first output column and the weight-scale blocks of its gate and up halves
       // (one each: the CUDA adapter admits block_n = 128 with N / 2 % 64 == 0 when gated).
-      const int col0 = is_gated ? ti.n_tile * (BN / 2) + ni * 64 : ti.n_tile * BN + ni * 128;
+      const int col0 = is_gated ? ti.n_tile * (BN / 2) + ni * 64 : ti.n_tile * BN + ni * S::kSliceN;
       const int gate_blk = min(col0 / 128, p.nblocks - 1);
       const int up_blk = is_gated ? min((half_n + col0) / 128, p.nblocks - 1) : gate_blk;
       const float* bs = p.b_scales + static_cast<int64_t>(ti.expert) * p.nblocks * KT;
@@ -265,7 +275,7 @@ __global__ void __launch_bounds__(FP8Shape<BM, BN, STAGES>::kThreads, 1)
       float next_g = __ldg(bs_gate);
       float next_u = __ldg(bs_up);
 #pragma unroll
-      for (int i = 0; i < 64; ++i) acc[i] = 0.f;
+      for (int i = 0; i < S::kAcc; ++i) acc[i] = 0.f;
       for (int kb = 0; kb < KT; ++kb) {
         const float sa0 = next_a0;
         const float sa1 = next_a1;
@@ -274,12 +284,17 @@ __global__ void __launch_bounds__(FP8Shape<BM, BN, STAGES>::kThreads, 1)
         mbarrier::wait(full_bar + 8 * stage, phase);
         const uint32_t st = base + static_cast<uint32_t>(stage * S::kStageBytes);
         const uint32_t sa = st + static_cast<uint32_t>(mi * 64 * 128);
-        const uint32_t sb = st + static_cast<uint32_t>(S::kABytes + ni * 128 * 128);
+        const uint32_t sb = st + static_cast<uint32_t>(S::kABytes + ni * S::kSliceN * 128);
         fence_regs(blk);
         wgmma_fence();
 #pragma unroll
-        for (int ks = 0; ks < 4; ++ks)
-          wgmma_n128_e4m3(blk, smem_desc(sa + 32 * ks), smem_desc(sb + 32 * ks), ks);
+        for (int ks = 0; ks < 4; ++ks) {
+          if constexpr (S::kSliceN == 64) {
+            wgmma_n64_e4m3(blk, smem_desc(sa + 32 * ks), smem_desc(sb + 32 * ks), ks);
+          } else {
+            wgmma_n128_e4m3(blk, smem_desc(sa + 32 * ks), smem_desc(sb + 32 * ks), ks);
+          }
+        }
         wgmma_commit();
         if (kb + 1 < KT) {
           next_a0 = valid0 ? __ldg(as0 + kb + 1) : 0.f;
@@ -296,9 +311,9 @@ __global__ void __launch_bounds__(FP8Shape<BM, BN, STAGES>::kThreads, 1)
         const float s11 = sa1 * su;
         if (isfinite(s00) && isfinite(s10) && isfinite(s01) && isfinite(s11)) {
 #pragma unroll
-          for (int j = 0; j < 64; ++j) {
+          for (int j = 0; j < S::kAcc; ++j) {
             const int h = (j >> 1) & 1;
-            const bool up = j >= 32;
+            const bool up = j >= S::kAcc / 2;
             const float s = h == 0 ? (up ? s01 : s00) : (up ? s11 : s10);
             acc[j] = fmaf(s, blk[j], acc[j]);
           }
@@ -307,29 +322,29 @@ __global__ void __launch_bounds__(FP8Shape<BM, BN, STAGES>::kThreads, 1)
           // then the exact sums of the others through a local array (a loop, not unrolled, so
           // that the common path keeps its registers).
 #pragma unroll
-          for (int j = 0; j < 64; ++j) {
+          for (int j = 0; j < S::kAcc; ++j) {
             const int h = (j >> 1) & 1;
-            const bool up = j >= 32;
+            const bool up = j >= S::kAcc / 2;
             const float s = h == 0 ? (up ? s01 : s00) : (up ? s11 : s10);
             if (isfinite(s)) acc[j] = fmaf(s, blk[j], acc[j]);
           }
-          float exact[64];
+          float exact[S::kAcc];
 #pragma unroll 1
-          for (int j = 0; j < 64; ++j) {
+          for (int j = 0; j < S::kAcc; ++j) {
             const int h = (j >> 1) & 1;
-            const bool up = j >= 32;
+            const bool up = j >= S::kAcc / 2;
             exact[j] = 0.f;
             if (isfinite(h == 0 ? (up ? s01 : s00) : (up ? s11 : s10))) continue;
-            const int ar = r_lo + 8 * h;                                        // A tile row
-            const int br = ni * 128 + 8 * (j >> 2) + 2 * (lane & 3) + (j & 1);  // B tile row
+            const int ar = r_lo + 8 * h;                                               // A tile row
+            const int br = ni * S::kSliceN + 8 * (j >> 2) + 2 * (lane & 3) + (j & 1);  // B row
             exact[j] = exact_block(st + static_cast<uint32_t>(ar * 128), ar,
                                    st + static_cast<uint32_t>(S::kABytes + br * 128), br,
                                    h == 0 ? sa0 : sa1, up ? su : sg);
           }
 #pragma unroll
-          for (int j = 0; j < 64; ++j) {
+          for (int j = 0; j < S::kAcc; ++j) {
             const int h = (j >> 1) & 1;
-            const bool up = j >= 32;
+            const bool up = j >= S::kAcc / 2;
             if (!isfinite(h == 0 ? (up ? s01 : s00) : (up ? s11 : s10))) acc[j] += exact[j];
           }
         }
@@ -345,18 +360,20 @@ __global__ void __launch_bounds__(FP8Shape<BM, BN, STAGES>::kThreads, 1)
       // two store buffers with TMA; the others store from registers.
       const int row = ti.row0 + mi * 64;
       if (p.tma_store != 0 && rows >= (mi + 1) * 64) {
-        if (is_gated) {
-          if (col0 < p.n_out) {
-            store_chunk<__nv_bfloat16, 128, true>(acc, 0, store_buf + (stores & 1) * S::kChunkBytes,
-                                                  stores >= 2, &tma_c, col0, row, p.act, 1 + cw,
-                                                  wt);
-            ++stores;
+        if (S::kSliceN == 128 && is_gated) {
+          if constexpr (S::kSliceN == 128) {  // (not instantiated for the narrow tiles)
+            if (col0 < p.n_out) {
+              store_chunk<__nv_bfloat16, S::kSliceN, true>(
+                  acc, 0, store_buf + (stores & 1) * S::kChunkBytes, stores >= 2, &tma_c, col0, row,
+                  p.act, 1 + cw, wt);
+              ++stores;
+            }
           }
         } else {
 #pragma unroll
-          for (int ch = 0; ch < 2; ++ch) {
+          for (int ch = 0; ch < S::kSliceN / 64; ++ch) {
             if (col0 + 64 * ch >= p.n_out) break;
-            store_chunk<__nv_bfloat16, 128, false>(
+            store_chunk<__nv_bfloat16, S::kSliceN, false>(
                 acc, ch, store_buf + (stores & 1) * S::kChunkBytes, stores >= 2, &tma_c,
                 col0 + 64 * ch, row, p.act, 1 + cw, wt);
             ++stores;
@@ -369,17 +386,18 @@ __global__ void __launch_bounds__(FP8Shape<BM, BN, STAGES>::kThreads, 1)
         const int r = r_lo + 8 * h;
         if (r >= rows) continue;
         __nv_bfloat16* crow = C + static_cast<int64_t>(ti.row0 + r) * p.n_out;
-        if (is_gated) {
+        if (S::kSliceN == 128 && is_gated) {
 #pragma unroll
-          for (int i = 0; i < 8; ++i) {
+          for (int i = 0; i < S::kSliceN / 16; ++i) {
             const int64_t col = col0 + 8 * i + 2 * (lane & 3);
-            const float v0 = gated(p.act, acc[4 * i + 2 * h], acc[4 * (i + 8) + 2 * h]);
-            const float v1 = gated(p.act, acc[4 * i + 2 * h + 1], acc[4 * (i + 8) + 2 * h + 1]);
+            constexpr int kUp = S::kSliceN / 16;  // the up half's first column group
+            const float v0 = gated(p.act, acc[4 * i + 2 * h], acc[4 * (i + kUp) + 2 * h]);
+            const float v1 = gated(p.act, acc[4 * i + 2 * h + 1], acc[4 * (i + kUp) + 2 * h + 1]);
             store_pair<__nv_bfloat16>(crow, col, p.n_out, pair, v0, v1);
           }
         } else {
 #pragma unroll
-          for (int i = 0; i < 16; ++i) {
+          for (int i = 0; i < S::kSliceN / 8; ++i) {
             const int64_t col = col0 + 8 * i + 2 * (lane & 3);
             store_pair<__nv_bfloat16>(crow, col, p.n_out, pair, acc[4 * i + 2 * h],
                                       acc[4 * i + 2 * h + 1]);
