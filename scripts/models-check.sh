@@ -38,6 +38,11 @@ if [[ "$steps" == *" install "* && -z "${TILEOPS_SITE:-}" ]]; then
     > "$logs/pip.log" 2>&1 || { tail -n 30 "$logs/pip.log"; exit 1; }
 fi
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+# The bench runs the installed package outside the checkout: the commit is named from here, as
+# scripts/device-steps.sh names it (a copy's COMMIT file first, as `git archive` copies carry).
+if [[ -f "$repo/COMMIT" ]]; then TILEOPS_COMMIT="$(cat "$repo/COMMIT")"; else
+  TILEOPS_COMMIT="$(git -C "$repo" rev-parse --short HEAD 2> /dev/null)"; fi
+export TILEOPS_COMMIT
 python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', \
 transformers.__version__, torch.cuda.get_device_name())"
 

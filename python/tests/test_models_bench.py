@@ -84,3 +84,12 @@ def test_a_run_cut_short_keeps_the_cases_it_finished(tmp_path: Path, monkeypatch
     assert {(r["mode"], r["phase"]) for r in rows if r["ms"]} == {
         (m, p) for m in ("tileops eager", "unpatched eager") for p in ("layer T=1", "layer T=16")}
     assert "| llama3-8b-layer | layer T=16 |" in md.read_text()
+
+
+def test_the_report_names_the_commit_it_is_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TILEOPS_COMMIT", "abc1234")
+    md = tmp_path / "bench.md"
+    rc = cli.main(["bench", "--device", "cpu", "--quick", "--case", "llama3-8b-layer", "--no-compile", "--no-liger",
+                   "--no-split", "--iters", "1", "--warmup", "0", "--markdown", str(md)])
+    assert rc == 0
+    assert "commit: abc1234" in md.read_text()

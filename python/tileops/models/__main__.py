@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -22,6 +23,11 @@ import torch
 
 
 def _commit() -> str:
+    """The commit the report names: $TILEOPS_COMMIT (set by the GPU scripts, which run the installed
+    package outside any checkout), else the checkout the package runs from, else "unknown"."""
+    named = os.environ.get("TILEOPS_COMMIT", "").strip()
+    if named:
+        return named
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                              check=True, cwd=Path(__file__).resolve().parent)
