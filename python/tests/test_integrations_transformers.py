@@ -68,13 +68,16 @@ def _ids(seed: int, batch: int, length: int, device: str) -> torch.Tensor:
     return torch.randint(3, 128, (batch, length), generator=g).to(device)
 
 
-def _pair(arch: str, dtype: torch.dtype, device: str = "cpu", **kw: Any) -> tuple[Any, Any, dict[str, int]]:
-    """(patched, unpatched, counts): one tiny model and its copy before apply_tileops."""
+def _pair(arch: str, dtype: torch.dtype, device: str = "cpu", compiled_min_tokens: int | None = None,
+          **kw: Any) -> tuple[Any, Any, dict[str, int]]:
+    """(patched, unpatched, counts): one tiny model and its copy before apply_tileops (with its
+    default compiled_min_tokens unless given)."""
     model = tiny_model(arch, dtype, device=device, **kw)
     reference = copy.deepcopy(model)
+    options = {} if compiled_min_tokens is None else {"compiled_min_tokens": compiled_min_tokens}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TileOpsNotServedWarning)
-        counts = apply_tileops(model)
+        counts = apply_tileops(model, **options)
     return model, reference, counts
 
 
@@ -429,7 +432,7 @@ def test_compile_fullgraph(device: str, arch: str, dtype: torch.dtype) -> None:
     from test_block_compile import Recorder
 
     torch._dynamo.reset()
-    patched, reference, counts = _pair(arch, dtype, device)
+    patched, reference, counts = _pair(arch, dtype, device, compiled_min_tokens=0)
     recorder = Recorder()
 
     def backend(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
@@ -470,6 +473,53 @@ def test_compile_fullgraph(device: str, arch: str, dtype: torch.dtype) -> None:
         _assert_close(got, want, TOLERANCE[dtype])
 
 
+@pytest.mark.parametrize("arch", ["llama", "deepseek_v3"])
+def test_compiled_calls_below_min_tokens_trace_transformers(arch: str) -> None:
+    """Under torch.compile, calls with fewer tokens than compiled_min_tokens trace transformers'
+    norm, rotation and attention (the moe kind stays served); from that many tokens on, and in
+    eager mode at any size, tileops serves them."""
+    from test_block_compile import Recorder
+
+    dtype = torch.bfloat16
+    patched, reference, counts = _pair(arch, dtype, compiled_min_tokens=12)
+    assert counts["rms_norm"] > 0 and counts["rope"] > 0
+    kind_of = {op: kind.name for kind in KINDS for op in kind.operators()}
+
+    def compiled_kinds(length: int) -> tuple[Counter[str], torch.Tensor, torch.Tensor]:
+        torch._dynamo.reset()
+        recorder = Recorder()
+        ids = _decisive_ids(patched, 1, length, "cpu")
+        with torch.inference_mode():
+            got = torch.compile(patched, fullgraph=True, backend=recorder, dynamic=False)(ids).logits
+            want = reference(ids).logits
+        assert len(recorder.graphs) == 1
+        nodes: Counter[str] = Counter()
+        for name, n in recorder.tileops_nodes().items():
+            nodes[kind_of[name]] += n
+        return nodes, got, want
+
+    small, got, want = compiled_kinds(11)  # 11 tokens < 12: transformers' code, but the experts
+    assert small["rms_norm"] == small["rope"] == small["attention"] == 0
+    assert (small["moe"] > 0) == (counts["moe"] > 0) == (arch == "deepseek_v3")
+    if counts["moe"] == 0:
+        _assert_close(got, want, TOLERANCE[dtype])
+    large, got, _ = compiled_kinds(12)
+    assert large["rms_norm"] == counts["rms_norm"] and large["rope"] == 2 * counts["rope"]
+    assert large["moe"] == small["moe"]
+    ids = _ids(0, 1, 11, "cpu")
+    with torch.inference_mode(), TileOpsCalls() as calls:  # eager: tileops at any size
+        patched(ids)
+    assert calls.calls["rms_norm"] == counts["rms_norm"] and calls.calls["rope"] == 2 * counts["rope"]
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, True, "512"])
+def test_compiled_min_tokens_is_checked(value: Any) -> None:
+    model = tiny_model("llama", torch.float32)
+    with pytest.raises(tileops.UsageError, match="compiled_min_tokens"):
+        apply_tileops(model, compiled_min_tokens=value)
+    assert not any(isinstance(m, TileOpsRMSNorm) for m in model.modules())  # nothing changed
+
+
 @functools.cache
 def _compiling_skips_causal_masks() -> bool:
     """Whether transformers' sdpa mask function returns None for a causal call without padding
@@ -500,7 +550,7 @@ def _decisive_ids(model: Any, batch: int, length: int, device: str, margin: floa
 
 def test_compiled_generation_with_dynamic_cache() -> None:
     torch._dynamo.reset()
-    patched, reference, _ = _pair("qwen3", torch.float32)
+    patched, reference, _ = _pair("qwen3", torch.float32, compiled_min_tokens=0)
     compiled = torch.compile(patched, dynamic=True)
     ids = _ids(1, 1, 8, "cpu")
     with torch.inference_mode():
@@ -730,17 +780,23 @@ def test_rebound_forwards_globals_are_not_taken_for_the_modeling_modules() -> No
 
 def test_deepcopy_of_a_patched_model() -> None:
     import gc
+    import weakref
 
     patched, reference, _ = _pair("qwen3_moe", torch.bfloat16)
     twin = copy.deepcopy(patched)
     assert twin.model.norm.op is patched.model.norm.op  # ops are shared, not copied
     assert twin.model.norm.weight is not patched.model.norm.weight
+    attention = patched.model.layers[0].self_attn
+    assert isinstance(attention, TileOpsAttention)
+    original_attention = weakref.ref(attention)
     ids = _ids(0, 1, 8, "cpu")
     with torch.inference_mode():
         want = patched(ids).logits
-        del patched
+        del patched, attention
         gc.collect()
         torch.testing.assert_close(twin(ids).logits, want, rtol=0, atol=0)
+    # The copy's rebound functions (shared with the original's) keep no module of the original.
+    assert original_attention() is None
 
 
 def test_to_dtype_after_apply() -> None:

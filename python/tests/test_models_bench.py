@@ -93,3 +93,21 @@ def test_the_report_names_the_commit_it_is_given(tmp_path: Path, monkeypatch: py
                    "--no-split", "--iters", "1", "--warmup", "0", "--markdown", str(md)])
     assert rc == 0
     assert "commit: abc1234" in md.read_text()
+
+
+def test_compiled_min_tokens_reaches_apply_tileops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tileops.integrations.transformers as integration
+
+    seen: list[int] = []
+    real = integration.apply_tileops
+
+    def apply_tileops(model, **kw):  # type: ignore[no-untyped-def]
+        seen.append(kw["compiled_min_tokens"])
+        return real(model, **kw)
+
+    monkeypatch.setattr(integration, "apply_tileops", apply_tileops)
+    md = tmp_path / "bench.md"
+    rc = cli.main(["bench", "--device", "cpu", "--quick", "--case", "llama3-8b-layer", "--no-compile", "--no-liger",
+                   "--no-split", "--iters", "1", "--warmup", "0", "--compiled-min-tokens", "0", "--markdown", str(md)])
+    assert rc == 0 and seen == [0]
+    assert "apply_tileops(compiled_min_tokens=0)" in md.read_text()

@@ -36,6 +36,12 @@ def _commit() -> str:
         return "unknown"
 
 
+def _min_tokens(args: argparse.Namespace) -> int:
+    from tileops.integrations.transformers import COMPILED_MIN_TOKENS
+
+    return COMPILED_MIN_TOKENS if args.compiled_min_tokens is None else args.compiled_min_tokens
+
+
 def _header(args: argparse.Namespace, argv: list[str]) -> str:
     import transformers
 
@@ -55,6 +61,8 @@ def _header(args: argparse.Namespace, argv: list[str]) -> str:
         f"- device: {device}",
         f"- command: `{command}`",
         f"- torch {torch.__version__}, transformers {transformers.__version__}, liger-kernel {liger}",
+        f"- apply_tileops(compiled_min_tokens={_min_tokens(args)}): compiled calls of fewer tokens run "
+        "transformers' norm, rotation and attention",
         f"- timing: median of {args.iters} calls after {args.warmup} warm-up calls (CUDA events per "
         "call on the GPU); split by kind (ms per call, device time) from a profiled run of 3 calls; "
         "weights random, bf16",
@@ -88,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--warmup", type=int, default=None, help="warm-up calls (default 3; quick 1)")
     bench.add_argument("--tokens", help="token counts instead of the cases' own, e.g. 1,4096")
     bench.add_argument("--no-compile", action="store_true", help="skip the torch.compile modes")
+    bench.add_argument("--compiled-min-tokens", type=int, default=None,
+                       help="apply_tileops's compiled_min_tokens (default: its own; 0: tileops in every "
+                            "compiled call)")
     bench.add_argument("--no-liger", action="store_true", help="skip Liger-Kernel")
     bench.add_argument("--no-split", action="store_true", help="skip the profiled split by kind")
     bench.add_argument("--json", type=Path, help="write the rows as JSON")
@@ -112,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     tokens = tuple(int(t) for t in args.tokens.split(",")) if args.tokens else None
     opts = _bench.Options(device=args.device, quick=args.quick, warmup=args.warmup, iters=args.iters,
                           compile=not args.no_compile, liger=not args.no_liger, split=not args.no_split,
-                          tokens=tokens)
+                          tokens=tokens, compiled_min_tokens=args.compiled_min_tokens)
     rows: list = []
     text = _write(args, argv, rows)
     for case in _bench.CASES:

@@ -107,6 +107,7 @@ class Options:
     liger: bool = True
     split: bool = True
     tokens: tuple[int, ...] | None = None  # instead of the cases' (and --quick's) own
+    compiled_min_tokens: int | None = None  # apply_tileops's (None: its default)
     log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True)
 
 
@@ -321,7 +322,8 @@ def run_case(case: Case, opts: Options) -> list[Row]:
             _measure(case, phase, "unpatched eager (transformers FP8Experts)", model, opts, rows)
     for label in ("tileops", "unpatched"):
         if label == "tileops":
-            opts.log(f"  apply_tileops: {apply_tileops(model)}")
+            options = {} if opts.compiled_min_tokens is None else {"compiled_min_tokens": opts.compiled_min_tokens}
+            opts.log(f"  apply_tileops: {apply_tileops(model, **options)}")
         else:
             remove_tileops(model)
             if case.fp8:

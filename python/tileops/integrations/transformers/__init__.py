@@ -16,7 +16,9 @@ every attention layer), "moe" (FusedMoEFwdOp, bf16 or FP8 block-scaled experts),
 padding; decode steps and masked calls run the model's own function). Architectures:
 Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, DeepSeek-V3, Phi-3. Modules it cannot serve stay as
 they are and are reported (:func:`tileops_report`). Design: docs/design/integrations.md.
-Supported transformers versions: ``SUPPORTED_TRANSFORMERS`` (an ImportError otherwise).
+Supported transformers versions: ``SUPPORTED_TRANSFORMERS`` (an ImportError otherwise). Under
+torch.compile, calls of fewer than ``compiled_min_tokens`` tokens (``COMPILED_MIN_TOKENS``) run
+transformers' norm, rotation and attention, which inductor fuses (see apply_tileops).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ except ImportError as _exc:  # pragma: no cover (CI installs transformers)
 _version.check(_transformers.__version__)
 
 from tileops.integrations.transformers._apply import (  # noqa: E402
+    COMPILED_MIN_TOKENS,
     KINDS,
     Kind,
     NotServed,
@@ -54,6 +57,7 @@ SUPPORTED_TRANSFORMERS = _version.SUPPORTED
 
 __all__ = [
     "ARCHITECTURES",
+    "COMPILED_MIN_TOKENS",
     "KINDS",
     "SUPPORTED_TRANSFORMERS",
     "Architecture",

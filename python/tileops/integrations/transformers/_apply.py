@@ -36,6 +36,9 @@ class Kind:
     # the op classes the replacement calls (composites: their stages' ops serve it too)
     ops: tuple[str, ...] = ()
     restore: Callable[[Replacement, nn.Module], None] | None = None
+    # whether compiled calls below apply_tileops's compiled_min_tokens trace transformers' code
+    # (not the moe kind: transformers' experts loop is slower at every size)
+    traced_when_small: bool = True
 
     def operators(self) -> frozenset[str]:
         """The names of the torch.ops.tileops operators that calls of this kind run."""
@@ -86,7 +89,7 @@ def _restore_attention(replacement: Replacement, parent: nn.Module) -> None:
 KINDS: tuple[Kind, ...] = (
     Kind("rms_norm", "rms_norm", _decide_rms_norm, ("RMSNormFwdOp",)),
     Kind("rope", "rotary", _decide_rope, ("LongRoPEFwdOp",), _restore_rope),
-    Kind("moe", "moe_block", _decide_moe, ("FusedMoEFwdOp",)),
+    Kind("moe", "moe_block", _decide_moe, ("FusedMoEFwdOp",), traced_when_small=False),
     Kind("attention", "attention", _decide_attention, ("GroupedQueryAttentionVarlenFwdOp",),
          _restore_attention),
 )
@@ -156,8 +159,15 @@ def _config(model: nn.Module) -> Any:
     return text() if callable(text) else config
 
 
+# Under torch.compile, calls of fewer tokens trace transformers' own norm, rotation and attention
+# (apply_tileops's compiled_min_tokens). A compiled Llama-3-8B layer is host-bound at 64 tokens on
+# the H200 (0.16 ms of GPU work in 0.3-0.4 ms) and GPU-bound at 4096; about 1024 tokens is where its
+# GEMMs alone outlast the host (docs/design/integrations.md).
+COMPILED_MIN_TOKENS = 1024
+
+
 def apply_tileops(model: nn.Module, *, kinds: Iterable[str] | None = None,
-                  strict: bool = False) -> dict[str, int]:
+                  strict: bool = False, compiled_min_tokens: int = COMPILED_MIN_TOKENS) -> dict[str, int]:
     """Swaps, in place, the modules of a transformers model that tileops serves for tileops-backed
     ones; returns how many of each kind it replaced ({"rms_norm": n, "rope": n, "moe": n,
     "attention": n}).
@@ -168,8 +178,19 @@ def apply_tileops(model: nn.Module, *, kinds: Iterable[str] | None = None,
     UsageError before anything is changed. The replacements run transformers' own forward for
     calls tileops cannot serve (autograd, an input dtype other than the weights'), so a patched
     model computes what it computed before, within the dtype's rounding. Applying twice changes
-    nothing more. See docs/design/integrations.md.
+    nothing more.
+
+    ``compiled_min_tokens``: under torch.compile, calls of the rms_norm, rope and attention kinds
+    with fewer tokens than this trace transformers' own code, which inductor fuses with the
+    layer's other small kernels: a compiled layer that small is bound by the host, where one
+    custom-operator call costs more than a fused kernel. Eager calls, CUDA graphs of eager calls
+    and the moe kind use tileops at every size; 0 uses tileops for every compiled call too.
+    See docs/design/integrations.md.
     """
+    if isinstance(compiled_min_tokens, bool) or not isinstance(compiled_min_tokens, int) \
+            or compiled_min_tokens < 0:
+        raise tileops.UsageError(
+            f"tileops: apply_tileops(compiled_min_tokens={compiled_min_tokens!r}): an int >= 0 is expected")
     selected = _selected(kinds)
     config = _config(model)
     decisions: list[tuple[Kind, str, nn.Module, str, nn.Module, Builder]] = []
@@ -203,6 +224,7 @@ def apply_tileops(model: nn.Module, *, kinds: Iterable[str] | None = None,
         except tileops.Error as exc:  # an op refused its parameters
             not_served.append(NotServed(path, kind.name, type(child).__name__, str(exc)))
             continue
+        replacement.compiled_min_tokens = compiled_min_tokens if kind.traced_when_small else 0
         setattr(parent, child_name, replacement)
         counts[kind.name] += served
     report = Report(dict(counts), not_served)

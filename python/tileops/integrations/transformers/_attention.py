@@ -38,7 +38,12 @@ from torch import nn
 
 import tileops
 from tileops.integrations.transformers._architectures import architecture_of, modeling_module
-from tileops.integrations.transformers._common import Replacement, device_refusal, runs_transformers
+from tileops.integrations.transformers._common import (
+    Replacement,
+    device_refusal,
+    runs_transformers,
+    traces_transformers,
+)
 from tileops.integrations.transformers._rebind import foreign_forward, rebind, unbind
 
 # The global of the modeling modules through which an attention forward finds its function.
@@ -188,28 +193,39 @@ def _attend(op: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     return out.view(b, q_len, hq, d)
 
 
-def _function(plan: Plan, original: Any) -> Callable[..., Any]:
+class _MinTokens:
+    """A replacement's compiled_min_tokens as its attention function reads it. The function is
+    shared by deep copies of the model (the rebound forward's globals are), so it holds this
+    rather than the module: a copy must not keep the original's weights alive."""
+
+    def __init__(self) -> None:
+        self.value = 0
+
+
+def _function(plan: Plan, original: Any, min_tokens: _MinTokens) -> Callable[..., Any]:
     """The attention function of one module: the op where it computes what transformers' function
     of plan.implementation computes, that function (found in `original`, the modeling module's
-    interface, at call time) otherwise."""
+    interface, at call time) otherwise, and for compiled calls below `min_tokens`."""
     ops, scaling, implementation = plan.ops, plan.scaling, plan.implementation
 
     def tileops_attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                           attention_mask: Any, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, None]:
         op = ops.get(kwargs.get("sliding_window"))
-        if op is None or not _serves(module, query, key, value, attention_mask, args, kwargs, scaling):
+        tokens = query.shape[0] * query.shape[2]
+        if op is None or traces_transformers(tokens, min_tokens.value) \
+                or not _serves(module, query, key, value, attention_mask, args, kwargs, scaling):
             return original[implementation](module, query, key, value, attention_mask, *args, **kwargs)
         return _attend(op, query, key, value), None
 
     return tileops_attention
 
 
-def _interface(plan: Plan, original: Any) -> Any:
+def _interface(plan: Plan, original: Any, min_tokens: _MinTokens) -> Any:
     """An AttentionInterface like `original` (its local names too) whose plan.implementation is
     this module's tileops function."""
     interface = type(original)()
     interface._local_mapping.update(getattr(original, "_local_mapping", {}))
-    interface[plan.implementation] = _function(plan, original)
+    interface[plan.implementation] = _function(plan, original, min_tokens)
     return interface
 
 
@@ -237,7 +253,16 @@ class TileOpsAttention(Replacement):
         assert arch is not None
         modeling = modeling_module(arch)
         assert modeling is not None
-        rebind(hf_module, modeling, {INTERFACE: _interface(plan, vars(modeling)[INTERFACE])})
+        self._min_tokens = _MinTokens()
+        rebind(hf_module, modeling, {INTERFACE: _interface(plan, vars(modeling)[INTERFACE], self._min_tokens)})
+
+    @property  # type: ignore[override]
+    def compiled_min_tokens(self) -> int:
+        return self._min_tokens.value
+
+    @compiled_min_tokens.setter
+    def compiled_min_tokens(self, value: int) -> None:
+        self._min_tokens.value = value
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         return self.hf_module(*args, **kwargs)

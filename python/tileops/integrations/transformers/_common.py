@@ -18,6 +18,14 @@ def runs_transformers(x: torch.Tensor, *params: torch.Tensor) -> bool:
     return x.device.type not in DEVICES
 
 
+def traces_transformers(tokens: int, min_tokens: int) -> bool:
+    """True when a call traced by torch.compile has fewer than `min_tokens` tokens (apply_tileops's
+    ``compiled_min_tokens``): it then traces the replaced module's code, which inductor fuses with
+    its neighbours. A compiled layer that small is bound by the host's launches, and a custom
+    operator call costs more host time than a fused kernel (docs/design/integrations.md)."""
+    return min_tokens > 0 and torch.compiler.is_compiling() and tokens < min_tokens
+
+
 def device_refusal(tensor: torch.Tensor, what: str) -> str | None:
     if tensor.device.type not in DEVICES:
         return f"{what} is on {tensor.device} (tileops runs on {' and '.join(DEVICES)})"
@@ -43,6 +51,9 @@ class Replacement(nn.Module):
     """
 
     kind: str = ""
+    # Under torch.compile, calls of fewer tokens run the replaced module's code (apply_tileops
+    # sets it; the moe kind serves every call).
+    compiled_min_tokens: int = 0
 
     def __init__(self, hf_module: nn.Module) -> None:
         super().__init__()

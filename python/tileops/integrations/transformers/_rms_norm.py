@@ -12,6 +12,7 @@ from tileops.integrations.transformers._common import (
     device_refusal,
     hooks_refusal,
     runs_transformers,
+    traces_transformers,
 )
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -49,6 +50,9 @@ class TileOpsRMSNorm(Replacement):
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         if hidden_states.dtype != self.weight.dtype or runs_transformers(hidden_states, self.weight):
+            return self.hf_module(hidden_states)
+        tokens = hidden_states.numel() // max(int(self.weight.shape[0]), 1)
+        if traces_transformers(tokens, self.compiled_min_tokens):
             return self.hf_module(hidden_states)
         return self.op(hidden_states, self.weight)
 

@@ -34,6 +34,7 @@ from tileops.integrations.transformers._common import (
     device_refusal,
     hooks_refusal,
     runs_transformers,
+    traces_transformers,
     unwrapped,
 )
 from tileops.integrations.transformers._rebind import foreign_forward, forward_globals, rebind, unbind
@@ -201,7 +202,9 @@ def _rotation(rope: TileOpsRotaryEmbedding, original: Callable[..., Any], layout
                    *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
         positions, use_long = cos, sin
         heads_dim = heads_dim_of(args, kwargs)
-        if q.dtype not in DTYPES or k.dtype not in DTYPES or runs_transformers(q, k):
+        tokens = q.shape[0] * q.shape[2 if heads_dim == 1 else 1]  # rotate()'s layouts
+        if q.dtype not in DTYPES or k.dtype not in DTYPES or runs_transformers(q, k) \
+                or traces_transformers(tokens, rope.compiled_min_tokens):
             # transformers' own rotation, from its rotary module's cos and sin
             cos, sin = rope.hf_module(q, positions)
             return original(q, k, cos, sin, *args, **kwargs)
