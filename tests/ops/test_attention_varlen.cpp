@@ -102,6 +102,52 @@ TEST(AttentionVarlen, AnyHeadDimOnTheCpu) {
   }
 }
 
+TEST(AttentionVarlen, LongSequencesCrossKeyTilesAndQueryTasks) {
+  // The CPU implementation takes 64-key tiles and tasks of up to 128 (query, head) rows of one
+  // KV head: sequences over several of both, with partial last tiles, chunked prefill (sq < sk),
+  // GQA groups of 4, 3 (tasks of 42 queries) and 1, head dims that are and are not a multiple of
+  // 32, and every mask kind.
+  const Problem base{.q_lengths = {150, 1, 70, 0}, .k_lengths = {150, 300, 134, 65}};
+  for (const auto& [hq, hkv, dim] :
+       {std::tuple{8, 2, 64}, std::tuple{6, 2, 40}, std::tuple{2, 2, 96}}) {
+    for (const DType dtype : {DType::float32, DType::bfloat16}) {
+      Problem p = base;
+      p.heads_q = hq;
+      p.heads_kv = hkv;
+      p.dim = dim;
+      p.dtype = dtype;
+      const std::string what = fmt::format("{} Hq {} Hkv {} D {}", dtype_name(dtype), hq, hkv, dim);
+      expect_matches_reference({}, p, what + " causal");
+      expect_matches_reference({.causal = false}, p, what + " non-causal");
+      expect_matches_reference({.window_left = 70}, p, what + " window 70");
+      expect_matches_reference({.softcap = 2.0}, p, what + " softcap 2");
+    }
+  }
+}
+
+TEST(AttentionVarlen, NonFiniteValuesReachOnlyTheRowsThatSeeThem) {
+  // v of key 70 (in the second 64-key tile) is NaN, of key 100 infinite: rows that see them are
+  // NaN as in the reference, the rows before them (which share the tiles) are not.
+  const std::int64_t t = 130, hq = 4, hkv = 1, dim = 32;
+  const Tensor q = Tensor::randn({t, hq, dim}, DType::float32, 5);
+  const Tensor k = Tensor::randn({t, hkv, dim}, DType::float32, 6);
+  Tensor v = Tensor::randn({t, hkv, dim}, DType::float32, 7);
+  for (std::int64_t d = 0; d < dim; ++d) {
+    v.data<float>()[70 * dim + d] = std::numeric_limits<float>::quiet_NaN();
+    v.data<float>()[100 * dim + d] = std::numeric_limits<float>::infinity();
+  }
+  const Tensor cu = int32_values({0, static_cast<std::int32_t>(t)});
+  GroupedQueryAttentionVarlenFwdOp op;
+  const auto [out, lse] = op(q, k, v, cu, cu);
+  for (std::int64_t i = 0; i < t; ++i) {
+    EXPECT_EQ(std::isnan(out.data<float>()[i * hq * dim]), i >= 70) << "query " << i;
+  }
+  const std::vector<Tensor> ref = testing_util::run_reference("GroupedQueryAttentionVarlenFwdOp",
+                                                              {q, k, v, cu, cu}, op.param_values());
+  expect_close(out.slice(0, 0, 70), ref[0].slice(0, 0, 70), "the rows before the NaN key");
+  expect_close(lse, ref[1], "lse (the scores are finite)");
+}
+
 // With q = 0 every visible score is 0: out is the mean of the visible keys' v rows and lse the
 // log of their count. v[j] = j + 1 (every head and element), so out names which keys were seen.
 void expect_mask(const Params& params, const std::vector<std::int32_t>& q_lengths,

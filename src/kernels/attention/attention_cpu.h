@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/attention/attention_cpu_tiles.h"
 #include "kernels/cpu/elements.h"
 #include "kernels/cpu/parallel.h"
 #include "tileops/kernel/attention.h"
@@ -34,63 +35,10 @@ inline KeySpan visible_keys(std::int64_t i, std::int64_t sq, std::int64_t sk,
   return {begin, std::max(begin, end)};
 }
 
-/// a . b over n floats, with eight partial sums (vectorized without reassociation flags).
-inline float dot(const float* a, const float* b, std::int64_t n) {
-  float s[8] = {};
-  std::int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int l = 0; l < 8; ++l) s[l] += a[i + l] * b[i + l];
-  }
-  float tail = 0.0f;
-  for (; i < n; ++i) tail += a[i] * b[i];
-  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])) + tail;
-}
-
-/// Keys scored at once by attend_row: the online softmax rescales once per block.
-inline constexpr std::int64_t kKeyBlock = 64;
-
-/// One query row over the keys `keys`: q_scaled is the query times softmax_scale (float32,
-/// head_dim), key(j) and value(j) return float32 rows of head_dim. Scores in float32, the running
-/// max, the sum of exponentials and the weighted values in double (acc: head_dim doubles of
-/// scratch). Writes out(d, value) for each d and returns the lse: -inf, and out 0, when the span
-/// is empty.
-template <class KeyRow, class ValueRow, class Out>
-double attend_row(const float* q_scaled, std::int64_t head_dim, KeySpan keys, float softcap,
-                  KeyRow&& key, ValueRow&& value, double* acc, Out&& out) {
-  constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-  std::fill_n(acc, head_dim, 0.0);
-  double running_max = kNegInf;
-  double sum = 0.0;
-  float block[kKeyBlock];
-  for (std::int64_t start = keys.begin; start < keys.end; start += kKeyBlock) {
-    const std::int64_t n = std::min(kKeyBlock, keys.end - start);
-    float block_max = -std::numeric_limits<float>::infinity();
-    for (std::int64_t j = 0; j < n; ++j) {
-      float s = dot(q_scaled, key(start + j), head_dim);
-      if (softcap > 0.0f) s = softcap * std::tanh(s / softcap);
-      block[j] = s;
-      block_max = std::max(block_max, s);
-    }
-    if (block_max > running_max) {
-      const double rescale = std::exp(running_max - static_cast<double>(block_max));
-      sum *= rescale;
-      for (std::int64_t d = 0; d < head_dim; ++d) acc[d] *= rescale;
-      running_max = block_max;
-    }
-    for (std::int64_t j = 0; j < n; ++j) {
-      const double p = std::exp(static_cast<double>(block[j]) - running_max);
-      sum += p;
-      const float* v = value(start + j);
-      for (std::int64_t d = 0; d < head_dim; ++d) acc[d] += p * static_cast<double>(v[d]);
-    }
-  }
-  if (sum == 0.0) {  // no key (a NaN score propagates instead)
-    for (std::int64_t d = 0; d < head_dim; ++d) out(d, 0.0);
-    return kNegInf;
-  }
-  for (std::int64_t d = 0; d < head_dim; ++d) out(d, acc[d] / sum);
-  return running_max + std::log(sum);
-}
+/// Query rows of one task: the (query, head) pairs of up to kTaskRows / group queries of one
+/// sequence and the group of query heads that share one KV head, so that each K / V tile gathered
+/// serves every head of the group (GQA packing, as the CUDA kernels pack them).
+inline constexpr std::int64_t kTaskRows = 128;
 
 /// The shapes of one attention call on the CPU: q / out [total_q, heads_q, dim], lse [heads_q,
 /// total_q], `batch` sequences delimited by cu_q (checked before).
@@ -102,11 +50,74 @@ struct AttentionRows {
   std::int64_t dim = 0;
 };
 
-/// Every query row of every sequence over its keys: one task per (sequence, query head) over the
-/// hardware threads, each row an online softmax (attend_row). `keys` gives the float32 rows:
-/// keys.length(b) keys in sequence b, keys.key(b, j, g) and keys.value(b, j, g) the rows of key j
-/// for KV head g (head_dim floats each). `work_keys` estimates the keys of a row (for the
-/// parallel split only).
+/// One task: queries [i0, i1) of sequence b with the query heads of KV head g.
+struct AttentionTask {
+  std::int64_t b = 0;
+  std::int64_t g = 0;
+  std::int64_t i0 = 0;
+  std::int64_t i1 = 0;
+};
+
+/// The scratch of one thread: the task's scaled query rows, a transposed K tile, a V tile, the
+/// scores, the output rows and each row's running max, sum and visible keys.
+struct AttentionScratch {
+  std::vector<float> q;
+  std::vector<float> k_t;
+  std::vector<float> v;
+  std::vector<float> s;
+  std::vector<float> o;
+  std::vector<float> m;
+  std::vector<float> l;
+  std::vector<KeySpan> spans;
+  explicit AttentionScratch(std::int64_t dim)
+      : q(static_cast<std::size_t>(kTaskRows * dim)),
+        k_t(static_cast<std::size_t>(dim * kTileKeys)),
+        v(static_cast<std::size_t>(kTileKeys * dim)),
+        s(static_cast<std::size_t>(kTaskRows * kTileKeys)),
+        o(static_cast<std::size_t>(kTaskRows * dim)),
+        m(static_cast<std::size_t>(kTaskRows)),
+        l(static_cast<std::size_t>(kTaskRows)),
+        spans(static_cast<std::size_t>(kTaskRows)) {}
+};
+
+/// Row r's scores of the tile at key k0 (n keys) as the online softmax takes them: masked to its
+/// span (-inf outside), capped; the tile's maximum folded into the running max m (the row's
+/// output and sum rescaled), the scores replaced by their weights exp(s - m). False when the
+/// row sees no key of the tile (its weights are then all 0).
+inline bool softmax_row(float* s, std::int64_t k0, std::int64_t n, KeySpan span, float softcap,
+                        float& m, float& l, float* o, std::int64_t dim) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const std::int64_t jb = std::max<std::int64_t>(span.begin - k0, 0);
+  const std::int64_t je = std::min<std::int64_t>(span.end - k0, n);
+  if (jb >= je) {
+    std::fill_n(s, kTileKeys, 0.0f);
+    return false;
+  }
+  std::fill_n(s, jb, kNegInf);
+  std::fill(s + je, s + kTileKeys, kNegInf);
+  if (softcap > 0.0f) {
+    for (std::int64_t j = jb; j < je; ++j) s[j] = softcap * std::tanh(s[j] / softcap);
+  }
+  const float m_new = std::max(m, tile_max(s));  // NaN skipped
+  // No finite score yet: every weight is exp(-inf) = 0 against 0, never NaN from -inf - -inf.
+  const float shift = m_new == kNegInf ? 0.0f : m_new;
+  const float alpha = std::exp(m - shift);
+  if (alpha != 1.0f) {
+    l *= alpha;
+    for (std::int64_t d = 0; d < dim; ++d) o[d] *= alpha;
+  }
+  l += exp_shifted(s, kTileKeys, shift);
+  m = m_new;
+  return true;
+}
+
+/// Every query row of every sequence over its keys, in tasks of query rows x 64-key tiles over
+/// the hardware threads: scores and weighted values in float32 (score_tile, accumulate_values),
+/// the online softmax per row. `keys` gives the rows in the inputs' dtype T, converted tile by
+/// tile: keys.length(b) keys in sequence b, keys.key(b, j, g) and keys.value(b, j, g) the rows of
+/// key j for KV head g (head_dim elements each). `work_keys` estimates the keys of a row (for the
+/// parallel split only). A row that sees no key gets out 0 and lse -inf; a NaN score makes its row
+/// NaN.
 template <class T, class Keys>
 void attend_sequences(const T* q, T* out, float* lse, const std::int32_t* cu_q,
                       const AttentionRows& shape, const AttentionScores& scores, const Keys& keys,
@@ -114,41 +125,87 @@ void attend_sequences(const T* q, T* out, float* lse, const std::int32_t* cu_q,
   const std::int64_t dim = shape.dim;
   const std::int64_t heads_q = shape.heads_q;
   const std::int64_t group = heads_q / shape.heads_kv;
-  const std::int64_t work = shape.total_q * heads_q * dim * std::max<std::int64_t>(1, work_keys);
-  parallel_for(shape.batch * heads_q, work, [&](std::int64_t begin, std::int64_t end) {
-    std::vector<float> q_scaled(static_cast<std::size_t>(dim));
-    std::vector<double> acc(static_cast<std::size_t>(dim));
-    for (std::int64_t task = begin; task < end; ++task) {
-      const std::int64_t b = task / heads_q;
-      const std::int64_t h = task % heads_q;
-      const std::int64_t g = h / group;
-      const std::int64_t q0 = cu_q[b];
-      const std::int64_t sq = cu_q[b + 1] - q0;
-      const std::int64_t sk = keys.length(b);
-      const auto key = [&](std::int64_t j) { return keys.key(b, j, g); };
-      const auto value = [&](std::int64_t j) { return keys.value(b, j, g); };
-      for (std::int64_t i = 0; i < sq; ++i) {
-        const std::int64_t row = ((q0 + i) * heads_q + h) * dim;
-        for (std::int64_t d = 0; d < dim; ++d) {
-          q_scaled[d] = to_float(q[row + d]) * scores.softmax_scale;
-        }
-        T* out_row = out + row;
-        const double l = attend_row(
-            q_scaled.data(), dim, visible_keys(i, sq, sk, scores), scores.softcap, key, value,
-            acc.data(),
-            [&](std::int64_t d, double x) { out_row[d] = from_float<T>(static_cast<float>(x)); });
-        lse[h * shape.total_q + q0 + i] = static_cast<float>(l);
+  const std::int64_t per_task = std::max<std::int64_t>(1, kTaskRows / group);
+  std::vector<AttentionTask> tasks;
+  for (std::int64_t b = 0; b < shape.batch; ++b) {
+    const std::int64_t sq = cu_q[b + 1] - cu_q[b];
+    for (std::int64_t g = 0; g < shape.heads_kv; ++g) {
+      for (std::int64_t i0 = 0; i0 < sq; i0 += per_task) {
+        tasks.push_back({b, g, i0, std::min(sq, i0 + per_task)});
       }
     }
-  });
-}
-
-/// The n values at p as float32.
-template <class T>
-std::vector<float> as_float(const T* p, std::int64_t n) {
-  std::vector<float> f(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) f[static_cast<std::size_t>(i)] = to_float(p[i]);
-  return f;
+  }
+  const auto n_tasks = static_cast<std::int64_t>(tasks.size());
+  const std::int64_t work = shape.total_q * heads_q * dim * std::max<std::int64_t>(1, work_keys);
+  // Lanes take every kLanes-th task, so that the threads' shares mix cheap and costly tasks (a
+  // causal sequence's late queries see more keys than its early ones).
+  constexpr std::int64_t kLanes = 64;
+  parallel_for(
+      std::min(kLanes, n_tasks), work, [&](std::int64_t lane_begin, std::int64_t lane_end) {
+        AttentionScratch x(dim);
+        std::vector<const T*> key_rows(static_cast<std::size_t>(kTileKeys));
+        std::vector<const T*> value_rows(static_cast<std::size_t>(kTileKeys));
+        for (std::int64_t lane = lane_begin; lane < lane_end; ++lane) {
+          for (std::int64_t t = lane; t < n_tasks; t += std::min(kLanes, n_tasks)) {
+            const AttentionTask& task = tasks[static_cast<std::size_t>(t)];
+            const std::int64_t q0 = cu_q[task.b];
+            const std::int64_t sq = cu_q[task.b + 1] - q0;
+            const std::int64_t sk = keys.length(task.b);
+            const std::int64_t rows = (task.i1 - task.i0) * group;
+            std::int64_t lo = sk;
+            std::int64_t hi = 0;
+            for (std::int64_t r = 0; r < rows; ++r) {
+              const std::int64_t i = task.i0 + r / group;
+              const std::int64_t h = task.g * group + r % group;
+              const T* src = q + ((q0 + i) * heads_q + h) * dim;
+              for (std::int64_t d = 0; d < dim; ++d) {
+                x.q[r * dim + d] = to_float(src[d]) * scores.softmax_scale;
+              }
+              x.spans[r] = visible_keys(i, sq, sk, scores);
+              if (x.spans[r].begin < x.spans[r].end) {
+                lo = std::min(lo, x.spans[r].begin);
+                hi = std::max(hi, x.spans[r].end);
+              }
+            }
+            std::fill_n(x.o.begin(), rows * dim, 0.0f);
+            std::fill_n(x.m.begin(), rows, -std::numeric_limits<float>::infinity());
+            std::fill_n(x.l.begin(), rows, 0.0f);
+            for (std::int64_t k0 = lo; k0 < hi; k0 += kTileKeys) {
+              const std::int64_t n = std::min(kTileKeys, hi - k0);
+              for (std::int64_t j = 0; j < n; ++j) {
+                key_rows[static_cast<std::size_t>(j)] = keys.key(task.b, k0 + j, task.g);
+                value_rows[static_cast<std::size_t>(j)] = keys.value(task.b, k0 + j, task.g);
+              }
+              transpose_keys(key_rows.data(), n, dim, x.k_t.data());
+              gather_values(value_rows.data(), n, dim, x.v.data());
+              score_tile(x.q.data(), rows, dim, x.k_t.data(), x.s.data());
+              for (std::int64_t r = 0; r < rows; ++r) {
+                softmax_row(x.s.data() + r * kTileKeys, k0, n, x.spans[r], scores.softcap, x.m[r],
+                            x.l[r], x.o.data() + r * dim, dim);
+              }
+              if (all_finite(x.v.data(), n * dim)) {
+                accumulate_values(x.s.data(), rows, x.v.data(), n, dim, x.o.data());
+              } else {
+                accumulate_visible_values(x.s.data(), rows, x.v.data(), n, dim, x.o.data());
+              }
+            }
+            for (std::int64_t r = 0; r < rows; ++r) {
+              const std::int64_t i = task.i0 + r / group;
+              const std::int64_t h = task.g * group + r % group;
+              const float sum = x.l[r];
+              T* dst = out + ((q0 + i) * heads_q + h) * dim;
+              if (sum == 0.0f) {  // no key
+                std::fill_n(dst, dim, from_float<T>(0.0f));
+                lse[h * shape.total_q + q0 + i] = -std::numeric_limits<float>::infinity();
+                continue;
+              }
+              const float inv = 1.0f / sum;
+              for (std::int64_t d = 0; d < dim; ++d) dst[d] = from_float<T>(x.o[r * dim + d] * inv);
+              lse[h * shape.total_q + q0 + i] = x.m[r] + std::log(sum);
+            }
+          }
+        }
+      });
 }
 
 /// Throws SignatureError unless cu (entries = batch + 1 values) starts at 0, never decreases and

@@ -1,13 +1,11 @@
 // The paged attention forward on the CPU: the contents of cu_seqlens_q, seqused_k and the used
-// block table entries checked, the pages the sequences use converted to float32 once, then the
-// varlen op's loop over the sequences and query heads (attention_cpu.h, attend_sequences) with
-// the keys read through the block table.
+// block table entries checked, then the varlen op's loop over the sequences and query heads
+// (attention_cpu.h, attend_sequences) with the keys read through the block table (and converted
+// to float32 tile by tile).
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <type_traits>
-#include <vector>
 
 #include "kernels/attention/attention_cpu.h"
 #include "kernels/attention/attention_impls.h"
@@ -48,28 +46,24 @@ void check_block_table(const std::int32_t* seqused, const std::int32_t* table, s
 }
 
 /// The keys of sequence b through the block table: key j is row j % page_size of page
-/// table[b][j / page_size], found at index page_index[id] of the float32 pages k / v.
+/// table[b][j / page_size].
+template <class T>
 struct PagedKeys {
-  const float* k;
-  const float* v;
+  const T* k;
+  const T* v;
   const std::int32_t* table;
   const std::int32_t* seqused;
-  const std::int64_t* page_index;
   std::int64_t width;
   std::int64_t page_size;
   std::int64_t heads_kv;
   std::int64_t dim;
   std::int64_t length(std::int64_t b) const { return seqused[b]; }
   std::int64_t row(std::int64_t b, std::int64_t j, std::int64_t g) const {
-    const std::int64_t page = page_index[table[b * width + j / page_size]];
+    const std::int64_t page = table[b * width + j / page_size];
     return ((page * page_size + j % page_size) * heads_kv + g) * dim;
   }
-  const float* key(std::int64_t b, std::int64_t j, std::int64_t g) const {
-    return k + row(b, j, g);
-  }
-  const float* value(std::int64_t b, std::int64_t j, std::int64_t g) const {
-    return v + row(b, j, g);
-  }
+  const T* key(std::int64_t b, std::int64_t j, std::int64_t g) const { return k + row(b, j, g); }
+  const T* value(std::int64_t b, std::int64_t j, std::int64_t g) const { return v + row(b, j, g); }
 };
 
 template <class T>
@@ -78,49 +72,11 @@ void attention_paged_rows(const Tensor& q, const Tensor& k_cache, const Tensor& 
                           const std::int32_t* table, std::int64_t batch, std::int64_t width,
                           const Tensor& out, const Tensor& lse, const AttentionPagedCall& call,
                           const AttentionScores& scores) {
-  const std::int64_t page_size = k_cache.size(1);
-  const std::int64_t page_elems = page_size * call.heads_kv * call.head_dim;
-  // Block id -> index of its page among those converted (float32 caches are read in place).
-  std::vector<std::int64_t> page_index(static_cast<std::size_t>(k_cache.size(0)), -1);
-  std::vector<std::int64_t> used;
-  for (std::int64_t b = 0; b < batch; ++b) {
-    for (std::int64_t p = 0; p < pages_for(seqused[b], page_size); ++p) {
-      const std::int32_t id = table[b * width + p];
-      if (page_index[id] >= 0) continue;
-      page_index[id] = std::is_same_v<T, float> ? id : static_cast<std::int64_t>(used.size());
-      used.push_back(id);
-    }
-  }
-  std::vector<float> k_pages;
-  std::vector<float> v_pages;
-  const float* kf = nullptr;
-  const float* vf = nullptr;
-  if constexpr (std::is_same_v<T, float>) {
-    kf = k_cache.data<float>();
-    vf = v_cache.data<float>();
-  } else {
-    k_pages.resize(used.size() * static_cast<std::size_t>(page_elems));
-    v_pages.resize(k_pages.size());
-    const T* kc = k_cache.data<T>();
-    const T* vc = v_cache.data<T>();
-    const auto n = static_cast<std::int64_t>(used.size());
-    cpu::parallel_for(n, n * page_elems, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t i = begin; i < end; ++i) {
-        const std::int64_t src = used[static_cast<std::size_t>(i)] * page_elems;
-        for (std::int64_t e = 0; e < page_elems; ++e) {
-          k_pages[static_cast<std::size_t>(i * page_elems + e)] = cpu::to_float(kc[src + e]);
-          v_pages[static_cast<std::size_t>(i * page_elems + e)] = cpu::to_float(vc[src + e]);
-        }
-      }
-    });
-    kf = k_pages.data();
-    vf = v_pages.data();
-  }
   std::int64_t total_keys = 0;
   for (std::int64_t b = 0; b < batch; ++b) total_keys += seqused[b];
   const cpu::AttentionRows shape{q.size(0), batch, call.heads_q, call.heads_kv, call.head_dim};
-  const PagedKeys keys{kf,    vf,        table,         seqused,      page_index.data(),
-                       width, page_size, call.heads_kv, call.head_dim};
+  const PagedKeys<T> keys{k_cache.data<T>(), v_cache.data<T>(), table,        seqused, width,
+                          k_cache.size(1),   call.heads_kv,     call.head_dim};
   cpu::attend_sequences(q.data<T>(), out.data<T>(), lse.data<float>(), cu_q, shape, scores, keys,
                         total_keys / std::max<std::int64_t>(batch, 1));
 }

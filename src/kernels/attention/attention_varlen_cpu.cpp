@@ -1,13 +1,10 @@
 // The varlen attention forward on the CPU: the cu_seqlens contents checked, then the shared loop
-// over the sequences and query heads (attention_cpu.h, attend_sequences) over the packed keys.
-// Keys and values are converted to float32 once per call.
+// over the sequences and query heads (attention_cpu.h, attend_sequences) over the packed keys,
+// which it converts to float32 tile by tile.
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <type_traits>
-#include <vector>
 
 #include "kernels/attention/attention_cpu.h"
 #include "kernels/attention/attention_impls.h"
@@ -32,18 +29,19 @@ namespace {
 
 constexpr std::string_view kOp = "GroupedQueryAttentionVarlenFwdOp";
 
-/// The keys of sequence b: rows cu_k[b] .. cu_k[b + 1] of the packed k and v (as float32).
+/// The keys of sequence b: rows cu_k[b] .. cu_k[b + 1] of the packed k and v.
+template <class T>
 struct PackedKeys {
-  const float* k;
-  const float* v;
+  const T* k;
+  const T* v;
   const std::int32_t* cu_k;
   std::int64_t heads_kv;
   std::int64_t dim;
   std::int64_t length(std::int64_t b) const { return cu_k[b + 1] - cu_k[b]; }
-  const float* key(std::int64_t b, std::int64_t j, std::int64_t g) const {
+  const T* key(std::int64_t b, std::int64_t j, std::int64_t g) const {
     return k + ((cu_k[b] + j) * heads_kv + g) * dim;
   }
-  const float* value(std::int64_t b, std::int64_t j, std::int64_t g) const {
+  const T* value(std::int64_t b, std::int64_t j, std::int64_t g) const {
     return v + ((cu_k[b] + j) * heads_kv + g) * dim;
   }
 };
@@ -53,21 +51,8 @@ void attention_varlen_rows(const Tensor& q, const Tensor& k, const Tensor& v,
                            const std::int32_t* cu_q, const std::int32_t* cu_k, std::int64_t batch,
                            const Tensor& out, const Tensor& lse, const AttentionVarlenCall& call,
                            const AttentionScores& scores) {
-  std::vector<float> k_converted;
-  std::vector<float> v_converted;
-  const float* kf = nullptr;
-  const float* vf = nullptr;
-  if constexpr (std::is_same_v<T, float>) {
-    kf = k.data<float>();
-    vf = v.data<float>();
-  } else {
-    k_converted = cpu::as_float(k.data<T>(), k.numel());
-    v_converted = cpu::as_float(v.data<T>(), v.numel());
-    kf = k_converted.data();
-    vf = v_converted.data();
-  }
   const cpu::AttentionRows shape{q.size(0), batch, call.heads_q, call.heads_kv, call.head_dim};
-  const PackedKeys keys{kf, vf, cu_k, call.heads_kv, call.head_dim};
+  const PackedKeys<T> keys{k.data<T>(), v.data<T>(), cu_k, call.heads_kv, call.head_dim};
   cpu::attend_sequences(q.data<T>(), out.data<T>(), lse.data<float>(), cu_q, shape, scores, keys,
                         k.size(0) / std::max<std::int64_t>(batch, 1));
 }

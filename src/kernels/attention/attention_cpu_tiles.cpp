@@ -1,0 +1,234 @@
+#include "kernels/attention/attention_cpu_tiles.h"
+
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "kernels/cpu/elements.h"
+
+namespace tileops::cpu {
+
+namespace {
+
+// Eight floats in a vector register (GCC's vector extension: AVX in the x86-64-v3 clone, two SSE
+// registers in the baseline one).
+using Floats8 = float __attribute__((vector_size(32)));
+
+// Loads and stores through memcpy (unaligned), as macros: a function taking or returning a vector
+// type would have an ABI that differs between the clones.
+#define TILEOPS_LOAD8(dst, src) std::memcpy(&(dst), (src), sizeof(Floats8))
+#define TILEOPS_STORE8(dst, src) std::memcpy((dst), &(src), sizeof(Floats8))
+
+// Columns [j0, n) of gemm_rows' product, one by one (head dims that are not a multiple of 32).
+[[gnu::noinline]] void gemm_columns(const float* a, std::int64_t lda, const float* b,
+                                    std::int64_t ldb, float* c, std::int64_t ldc, std::int64_t m,
+                                    std::int64_t k, std::int64_t j0, std::int64_t n,
+                                    bool accumulate) {
+  for (std::int64_t r = 0; r < m; ++r) {
+    for (std::int64_t j = j0; j < n; ++j) {
+      float sum = accumulate ? c[r * ldc + j] : 0.0f;
+      for (std::int64_t kk = 0; kk < k; ++kk) sum += a[r * lda + kk] * b[kk * ldb + j];
+      c[r * ldc + j] = sum;
+    }
+  }
+}
+
+// c[m][n] = (accumulate ? c : 0) + a[m][k] . b[k][n], row-major with leading dimensions lda, ldb,
+// ldc. Two rows by 32 columns at a time: eight accumulators stay in registers over k, and each
+// row of b's panel is loaded once for both rows. Columns past the last multiple of 32 go one by
+// one.
+inline void gemm_rows(const float* __restrict a, std::int64_t lda, const float* __restrict b,
+                      std::int64_t ldb, float* __restrict c, std::int64_t ldc, std::int64_t m,
+                      std::int64_t k, std::int64_t n, bool accumulate) {
+  std::int64_t j0 = 0;
+  for (; j0 + 32 <= n; j0 += 32) {
+    for (std::int64_t r = 0; r < m; r += 2) {
+      const bool pair = r + 1 < m;
+      const float* a0 = a + r * lda;
+      const float* a1 = pair ? a0 + lda : a0;
+      float* c0 = c + r * ldc + j0;
+      float* c1 = pair ? c0 + ldc : c0;
+      Floats8 x[2][4] = {};
+      if (accumulate) {
+        for (int q = 0; q < 4; ++q) {
+          TILEOPS_LOAD8(x[0][q], c0 + 8 * q);
+          TILEOPS_LOAD8(x[1][q], c1 + 8 * q);
+        }
+      }
+      for (std::int64_t kk = 0; kk < k; ++kk) {
+        const float* bk = b + kk * ldb + j0;
+        Floats8 b0;
+        Floats8 b1;
+        Floats8 b2;
+        Floats8 b3;
+        TILEOPS_LOAD8(b0, bk);
+        TILEOPS_LOAD8(b1, bk + 8);
+        TILEOPS_LOAD8(b2, bk + 16);
+        TILEOPS_LOAD8(b3, bk + 24);
+        const float s0 = a0[kk];
+        const float s1 = a1[kk];
+        x[0][0] += s0 * b0;
+        x[0][1] += s0 * b1;
+        x[0][2] += s0 * b2;
+        x[0][3] += s0 * b3;
+        x[1][0] += s1 * b0;
+        x[1][1] += s1 * b1;
+        x[1][2] += s1 * b2;
+        x[1][3] += s1 * b3;
+      }
+      for (int q = 0; q < 4; ++q) TILEOPS_STORE8(c0 + 8 * q, x[0][q]);
+      if (pair) {
+        for (int q = 0; q < 4; ++q) TILEOPS_STORE8(c1 + 8 * q, x[1][q]);
+      }
+    }
+  }
+  if (j0 < n) gemm_columns(a, lda, b, ldb, c, ldc, m, k, j0, n, accumulate);
+}
+
+#undef TILEOPS_LOAD8
+#undef TILEOPS_STORE8
+
+}  // namespace
+
+TILEOPS_CPU_CLONES void score_tile(const float* q, std::int64_t rows, std::int64_t dim,
+                                   const float* k_t, float* s) {
+  gemm_rows(q, dim, k_t, kTileKeys, s, kTileKeys, rows, dim, kTileKeys, false);
+}
+
+TILEOPS_CPU_CLONES void accumulate_values(const float* p, std::int64_t rows, const float* v,
+                                          std::int64_t keys, std::int64_t dim, float* o) {
+  gemm_rows(p, kTileKeys, v, dim, o, dim, rows, keys, dim, true);
+}
+
+TILEOPS_CPU_CLONES void accumulate_visible_values(const float* p, std::int64_t rows, const float* v,
+                                                  std::int64_t keys, std::int64_t dim, float* o) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t j = 0; j < keys; ++j) {
+      const float w = p[r * kTileKeys + j];
+      if (w == 0.0f) continue;  // masked (or underflowed): the key's row is not read
+      const float* vj = v + j * dim;
+      float* orow = o + r * dim;
+      for (std::int64_t d = 0; d < dim; ++d) orow[d] += w * vj[d];
+    }
+  }
+}
+
+TILEOPS_CPU_CLONES bool all_finite(const float* v, std::int64_t count) {
+  // 0 * x is 0 for every finite x and NaN for an infinity or a NaN.
+  float lane[8] = {};
+  std::int64_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    for (std::int64_t l = 0; l < 8; ++l) lane[l] += 0.0f * v[i + l];
+  }
+  float tail = 0.0f;
+  for (; i < count; ++i) tail += 0.0f * v[i];
+  float sum = tail;
+  for (std::int64_t l = 0; l < 8; ++l) sum += lane[l];
+  return sum == 0.0f;
+}
+
+TILEOPS_CPU_CLONES float tile_max(const float* s) {
+  // Eight running maxima; a NaN never compares greater, so it never enters one.
+  float lane[8];
+  for (std::int64_t l = 0; l < 8; ++l) lane[l] = -std::numeric_limits<float>::infinity();
+  for (std::int64_t j = 0; j < kTileKeys; j += 8) {
+    for (std::int64_t l = 0; l < 8; ++l) lane[l] = s[j + l] > lane[l] ? s[j + l] : lane[l];
+  }
+  float best = lane[0];
+  for (std::int64_t l = 1; l < 8; ++l) best = lane[l] > best ? lane[l] : best;
+  return best;
+}
+
+namespace {
+
+template <class T>
+inline void transpose_rows(const T* const* rows, std::int64_t n, std::int64_t dim, float* k_t) {
+  // Eight keys at a time, so that each column's eight stores are contiguous.
+  std::int64_t j0 = 0;
+  for (; j0 + 8 <= n; j0 += 8) {
+    for (std::int64_t d = 0; d < dim; ++d) {
+      for (std::int64_t l = 0; l < 8; ++l) k_t[d * kTileKeys + j0 + l] = to_float(rows[j0 + l][d]);
+    }
+  }
+  for (; j0 < n; ++j0) {
+    for (std::int64_t d = 0; d < dim; ++d) k_t[d * kTileKeys + j0] = to_float(rows[j0][d]);
+  }
+}
+
+template <class T>
+inline void copy_rows(const T* const* rows, std::int64_t n, std::int64_t dim, float* v) {
+  for (std::int64_t j = 0; j < n; ++j) {
+    const T* __restrict src = rows[j];
+    float* __restrict dst = v + j * dim;
+    for (std::int64_t d = 0; d < dim; ++d) dst[d] = to_float(src[d]);
+  }
+}
+
+}  // namespace
+
+TILEOPS_CPU_CLONES void transpose_keys(const float* const* rows, std::int64_t n, std::int64_t dim,
+                                       float* k_t) {
+  transpose_rows(rows, n, dim, k_t);
+}
+TILEOPS_CPU_CLONES void transpose_keys(const Half* const* rows, std::int64_t n, std::int64_t dim,
+                                       float* k_t) {
+  transpose_rows(rows, n, dim, k_t);
+}
+TILEOPS_CPU_CLONES void transpose_keys(const BFloat16* const* rows, std::int64_t n,
+                                       std::int64_t dim, float* k_t) {
+  transpose_rows(rows, n, dim, k_t);
+}
+
+TILEOPS_CPU_CLONES void gather_values(const float* const* rows, std::int64_t n, std::int64_t dim,
+                                      float* v) {
+  copy_rows(rows, n, dim, v);
+}
+TILEOPS_CPU_CLONES void gather_values(const Half* const* rows, std::int64_t n, std::int64_t dim,
+                                      float* v) {
+  copy_rows(rows, n, dim, v);
+}
+TILEOPS_CPU_CLONES void gather_values(const BFloat16* const* rows, std::int64_t n, std::int64_t dim,
+                                      float* v) {
+  copy_rows(rows, n, dim, v);
+}
+
+TILEOPS_CPU_CLONES float exp_shifted(float* __restrict x, std::int64_t n, float shift) {
+  // Cephes' expf: exp(t) = 2^k exp(r), k = round(t / ln 2), r = t - k ln 2 (ln 2 in two parts),
+  // exp(r) by a degree-6 polynomial; branch-free, so that it vectorizes.
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2Hi = 0.693359375f;
+  constexpr float kLn2Lo = -2.12194440e-4f;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding and subtracting it rounds
+  constexpr float kUnderflow = -87.0f;   // below: exp(t) < 2^-125, returned as 0
+  for (std::int64_t i = 0; i < n; ++i) {
+    // Every operation runs unconditionally and the selects pick values (if-converted, vectorized).
+    const float t = x[i] - shift;
+    const bool nan = t != t;  // kept as NaN; its exponent is computed from 0 (no UB cast)
+    const bool under = t < kUnderflow;
+    const float c = nan ? 0.0f : (under ? kUnderflow : t);
+    const float k = (c * kLog2e + kRound) - kRound;
+    const float r = (c - k * kLn2Hi) - k * kLn2Lo;
+    float y = 1.9875691500e-4f;
+    y = y * r + 1.3981999507e-3f;
+    y = y * r + 8.3334519073e-3f;
+    y = y * r + 4.1665795894e-2f;
+    y = y * r + 1.6666665459e-1f;
+    y = y * r + 5.0000001201e-1f;
+    y = y * r * r + r + 1.0f;
+    const auto bits = static_cast<std::uint32_t>(static_cast<std::int32_t>(k) + 127) << 23;
+    const float e = y * std::bit_cast<float>(bits);
+    x[i] = nan ? t : (under ? 0.0f : e);
+  }
+  float partial[8] = {};
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (std::int64_t l = 0; l < 8; ++l) partial[l] += x[i + l];
+  }
+  float tail = 0.0f;
+  for (; i < n; ++i) tail += x[i];
+  return ((partial[0] + partial[1]) + (partial[2] + partial[3])) +
+         ((partial[4] + partial[5]) + (partial[6] + partial[7])) + tail;
+}
+
+}  // namespace tileops::cpu
