@@ -58,10 +58,14 @@ struct AttentionTask {
   std::int64_t i1 = 0;
 };
 
-/// The scratch of one thread: the task's scaled query rows, a transposed K tile, a V tile, the
-/// scores, the output rows and each row's running max, sum and visible keys.
+/// The scratch of one thread: the task's scaled query rows, the tile's key and value rows (in the
+/// inputs' dtype T), the transposed K tile and the V tile in float32, the scores, the output rows
+/// and each row's running max, sum and visible keys.
+template <class T>
 struct AttentionScratch {
   std::vector<float> q;
+  std::vector<const T*> key_rows;
+  std::vector<const T*> value_rows;
   std::vector<float> k_t;
   std::vector<float> v;
   std::vector<float> s;
@@ -71,6 +75,8 @@ struct AttentionScratch {
   std::vector<KeySpan> spans;
   explicit AttentionScratch(std::int64_t dim)
       : q(static_cast<std::size_t>(kTaskRows * dim)),
+        key_rows(static_cast<std::size_t>(kTileKeys)),
+        value_rows(static_cast<std::size_t>(kTileKeys)),
         k_t(static_cast<std::size_t>(dim * kTileKeys)),
         v(static_cast<std::size_t>(kTileKeys * dim)),
         s(static_cast<std::size_t>(kTaskRows * kTileKeys)),
@@ -82,16 +88,16 @@ struct AttentionScratch {
 
 /// Row r's scores of the tile at key k0 (n keys) as the online softmax takes them: masked to its
 /// span (-inf outside), capped; the tile's maximum folded into the running max m (the row's
-/// output and sum rescaled), the scores replaced by their weights exp(s - m). False when the
-/// row sees no key of the tile (its weights are then all 0).
-inline bool softmax_row(float* s, std::int64_t k0, std::int64_t n, KeySpan span, float softcap,
+/// output o and sum l rescaled), the scores replaced by their weights exp(s - m), all 0 when the
+/// row sees no key of the tile.
+inline void softmax_row(float* s, std::int64_t k0, std::int64_t n, KeySpan span, float softcap,
                         float& m, float& l, float* o, std::int64_t dim) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const std::int64_t jb = std::max<std::int64_t>(span.begin - k0, 0);
   const std::int64_t je = std::min<std::int64_t>(span.end - k0, n);
   if (jb >= je) {
     std::fill_n(s, kTileKeys, 0.0f);
-    return false;
+    return;
   }
   std::fill_n(s, jb, kNegInf);
   std::fill(s + je, s + kTileKeys, kNegInf);
@@ -108,7 +114,72 @@ inline bool softmax_row(float* s, std::int64_t k0, std::int64_t n, KeySpan span,
   }
   l += exp_shifted(s, kTileKeys, shift);
   m = m_new;
-  return true;
+}
+
+/// One task's rows (attend_sequences): their scaled queries and spans, then the keys some row
+/// sees in tiles of kTileKeys, then out and lse.
+template <class T, class Keys>
+void attend_task(const AttentionTask& task, const T* q, T* out, float* lse,
+                 const std::int32_t* cu_q, const AttentionRows& shape,
+                 const AttentionScores& scores, const Keys& keys, AttentionScratch<T>& x) {
+  const std::int64_t dim = shape.dim;
+  const std::int64_t group = shape.heads_q / shape.heads_kv;
+  const std::int64_t q0 = cu_q[task.b];
+  const std::int64_t sq = cu_q[task.b + 1] - q0;
+  const std::int64_t sk = keys.length(task.b);
+  const std::int64_t rows = (task.i1 - task.i0) * group;
+  // Row r is query i0 + r / group with head g * group + r % group; at (token, head) in q and out.
+  const auto at = [&](std::int64_t r) {
+    return ((q0 + task.i0 + r / group) * shape.heads_q + task.g * group + r % group) * dim;
+  };
+  std::int64_t lo = sk;
+  std::int64_t hi = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T* src = q + at(r);
+    for (std::int64_t d = 0; d < dim; ++d) {
+      x.q[r * dim + d] = to_float(src[d]) * scores.softmax_scale;
+    }
+    x.spans[r] = visible_keys(task.i0 + r / group, sq, sk, scores);
+    if (x.spans[r].begin < x.spans[r].end) {
+      lo = std::min(lo, x.spans[r].begin);
+      hi = std::max(hi, x.spans[r].end);
+    }
+  }
+  std::fill_n(x.o.begin(), rows * dim, 0.0f);
+  std::fill_n(x.m.begin(), rows, -std::numeric_limits<float>::infinity());
+  std::fill_n(x.l.begin(), rows, 0.0f);
+  for (std::int64_t k0 = lo; k0 < hi; k0 += kTileKeys) {
+    const std::int64_t n = std::min(kTileKeys, hi - k0);
+    for (std::int64_t j = 0; j < n; ++j) {
+      x.key_rows[j] = keys.key(task.b, k0 + j, task.g);
+      x.value_rows[j] = keys.value(task.b, k0 + j, task.g);
+    }
+    transpose_keys(x.key_rows.data(), n, dim, x.k_t.data());
+    gather_values(x.value_rows.data(), n, dim, x.v.data());
+    score_tile(x.q.data(), rows, dim, x.k_t.data(), x.s.data());
+    for (std::int64_t r = 0; r < rows; ++r) {
+      softmax_row(x.s.data() + r * kTileKeys, k0, n, x.spans[r], scores.softcap, x.m[r], x.l[r],
+                  x.o.data() + r * dim, dim);
+    }
+    if (all_finite(x.v.data(), n * dim)) {
+      accumulate_values(x.s.data(), rows, x.v.data(), n, dim, x.o.data());
+    } else {
+      accumulate_visible_values(x.s.data(), rows, x.v.data(), n, dim, x.o.data());
+    }
+  }
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float sum = x.l[r];
+    T* dst = out + at(r);
+    float& lse_row = lse[(task.g * group + r % group) * shape.total_q + q0 + task.i0 + r / group];
+    if (sum == 0.0f) {  // no key
+      std::fill_n(dst, dim, from_float<T>(0.0f));
+      lse_row = -std::numeric_limits<float>::infinity();
+      continue;
+    }
+    const float inv = 1.0f / sum;
+    for (std::int64_t d = 0; d < dim; ++d) dst[d] = from_float<T>(x.o[r * dim + d] * inv);
+    lse_row = x.m[r] + std::log(sum);
+  }
 }
 
 /// Every query row of every sequence over its keys, in tasks of query rows x 64-key tiles over
@@ -122,10 +193,8 @@ template <class T, class Keys>
 void attend_sequences(const T* q, T* out, float* lse, const std::int32_t* cu_q,
                       const AttentionRows& shape, const AttentionScores& scores, const Keys& keys,
                       std::int64_t work_keys) {
-  const std::int64_t dim = shape.dim;
-  const std::int64_t heads_q = shape.heads_q;
-  const std::int64_t group = heads_q / shape.heads_kv;
-  const std::int64_t per_task = std::max<std::int64_t>(1, kTaskRows / group);
+  const std::int64_t per_task =
+      std::max<std::int64_t>(1, kTaskRows / (shape.heads_q / shape.heads_kv));
   std::vector<AttentionTask> tasks;
   for (std::int64_t b = 0; b < shape.batch; ++b) {
     const std::int64_t sq = cu_q[b + 1] - cu_q[b];
@@ -136,76 +205,19 @@ void attend_sequences(const T* q, T* out, float* lse, const std::int32_t* cu_q,
     }
   }
   const auto n_tasks = static_cast<std::int64_t>(tasks.size());
-  const std::int64_t work = shape.total_q * heads_q * dim * std::max<std::int64_t>(1, work_keys);
-  // Lanes take every kLanes-th task, so that the threads' shares mix cheap and costly tasks (a
-  // causal sequence's late queries see more keys than its early ones).
-  constexpr std::int64_t kLanes = 64;
-  parallel_for(
-      std::min(kLanes, n_tasks), work, [&](std::int64_t lane_begin, std::int64_t lane_end) {
-        AttentionScratch x(dim);
-        std::vector<const T*> key_rows(static_cast<std::size_t>(kTileKeys));
-        std::vector<const T*> value_rows(static_cast<std::size_t>(kTileKeys));
-        for (std::int64_t lane = lane_begin; lane < lane_end; ++lane) {
-          for (std::int64_t t = lane; t < n_tasks; t += std::min(kLanes, n_tasks)) {
-            const AttentionTask& task = tasks[static_cast<std::size_t>(t)];
-            const std::int64_t q0 = cu_q[task.b];
-            const std::int64_t sq = cu_q[task.b + 1] - q0;
-            const std::int64_t sk = keys.length(task.b);
-            const std::int64_t rows = (task.i1 - task.i0) * group;
-            std::int64_t lo = sk;
-            std::int64_t hi = 0;
-            for (std::int64_t r = 0; r < rows; ++r) {
-              const std::int64_t i = task.i0 + r / group;
-              const std::int64_t h = task.g * group + r % group;
-              const T* src = q + ((q0 + i) * heads_q + h) * dim;
-              for (std::int64_t d = 0; d < dim; ++d) {
-                x.q[r * dim + d] = to_float(src[d]) * scores.softmax_scale;
-              }
-              x.spans[r] = visible_keys(i, sq, sk, scores);
-              if (x.spans[r].begin < x.spans[r].end) {
-                lo = std::min(lo, x.spans[r].begin);
-                hi = std::max(hi, x.spans[r].end);
-              }
-            }
-            std::fill_n(x.o.begin(), rows * dim, 0.0f);
-            std::fill_n(x.m.begin(), rows, -std::numeric_limits<float>::infinity());
-            std::fill_n(x.l.begin(), rows, 0.0f);
-            for (std::int64_t k0 = lo; k0 < hi; k0 += kTileKeys) {
-              const std::int64_t n = std::min(kTileKeys, hi - k0);
-              for (std::int64_t j = 0; j < n; ++j) {
-                key_rows[static_cast<std::size_t>(j)] = keys.key(task.b, k0 + j, task.g);
-                value_rows[static_cast<std::size_t>(j)] = keys.value(task.b, k0 + j, task.g);
-              }
-              transpose_keys(key_rows.data(), n, dim, x.k_t.data());
-              gather_values(value_rows.data(), n, dim, x.v.data());
-              score_tile(x.q.data(), rows, dim, x.k_t.data(), x.s.data());
-              for (std::int64_t r = 0; r < rows; ++r) {
-                softmax_row(x.s.data() + r * kTileKeys, k0, n, x.spans[r], scores.softcap, x.m[r],
-                            x.l[r], x.o.data() + r * dim, dim);
-              }
-              if (all_finite(x.v.data(), n * dim)) {
-                accumulate_values(x.s.data(), rows, x.v.data(), n, dim, x.o.data());
-              } else {
-                accumulate_visible_values(x.s.data(), rows, x.v.data(), n, dim, x.o.data());
-              }
-            }
-            for (std::int64_t r = 0; r < rows; ++r) {
-              const std::int64_t i = task.i0 + r / group;
-              const std::int64_t h = task.g * group + r % group;
-              const float sum = x.l[r];
-              T* dst = out + ((q0 + i) * heads_q + h) * dim;
-              if (sum == 0.0f) {  // no key
-                std::fill_n(dst, dim, from_float<T>(0.0f));
-                lse[h * shape.total_q + q0 + i] = -std::numeric_limits<float>::infinity();
-                continue;
-              }
-              const float inv = 1.0f / sum;
-              for (std::int64_t d = 0; d < dim; ++d) dst[d] = from_float<T>(x.o[r * dim + d] * inv);
-              lse[h * shape.total_q + q0 + i] = x.m[r] + std::log(sum);
-            }
-          }
-        }
-      });
+  const std::int64_t work =
+      shape.total_q * shape.heads_q * shape.dim * std::max<std::int64_t>(1, work_keys);
+  // Lane k takes tasks k, k + lanes, ...: the threads' shares mix cheap and costly tasks (a causal
+  // sequence's late queries see more keys than its early ones).
+  const std::int64_t lanes = std::min<std::int64_t>(64, n_tasks);
+  parallel_for(lanes, work, [&](std::int64_t lane_begin, std::int64_t lane_end) {
+    AttentionScratch<T> x(shape.dim);
+    for (std::int64_t lane = lane_begin; lane < lane_end; ++lane) {
+      for (std::int64_t t = lane; t < n_tasks; t += lanes) {
+        attend_task(tasks[static_cast<std::size_t>(t)], q, out, lse, cu_q, shape, scores, keys, x);
+      }
+    }
+  });
 }
 
 /// Throws SignatureError unless cu (entries = batch + 1 values) starts at 0, never decreases and
