@@ -18,11 +18,11 @@
 #include <mutex>
 #include <sstream>
 #include <system_error>
-#include <thread>
 #include <variant>
 #include <vector>
 
 #include "core/json_text.h"
+#include "kernels/cpu/parallel.h"
 #include "perf/probe.h"
 #include "tileops/core/cuda.h"
 #include "tileops/core/error.h"
@@ -122,7 +122,7 @@ std::string cpu_model_name() {
 HardwareProfile measure_cpu_profile(ProbeEffort effort) {
   const bool careful = effort == ProbeEffort::careful;
   HardwareProfile p;
-  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  const auto threads = cpu::cpu_threads();  // those of the kernels' parallel loops
   p.name = fmt::format("{} ({} threads)", cpu_model_name(), threads);
   p.mem_bandwidth_bytes_per_s = detail::measure_cpu_copy_bandwidth(
       careful ? (std::size_t{512} << 20) : (std::size_t{64} << 20), careful ? 10 : 3);

@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/cpu/parallel.h"
 #include "perf/probe.h"
 
 namespace tileops::perf::detail {
@@ -13,8 +14,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The threads the CPU kernels use (their parallel loops), so that the profile is of those.
 unsigned thread_count() {
-  return std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<unsigned>(cpu::cpu_threads());
 }
 
 /// Runs body(t) on `n` threads (t = 0..n-1) and returns the wall time of the whole.
