@@ -1,5 +1,8 @@
 // LongRoPEFwdOp on the CPU against the double-precision reference.
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <vector>
 
 #include "ops/ops_test_util.h"
 #include "tileops/ops/rope.h"
@@ -25,8 +28,8 @@ TEST(LongRoPE, BshdMatchesReferenceForEveryDType) {
       LongRoPEFwdOp op({.rescale_factors = factors(half)});
       const Tensor x = Tensor::randn({2, 9, 3, 2 * half}, dtype, 7);
       const Tensor y = op(x);
-      expect_close(y, reference(op, x), std::string(dtype_name(dtype)) + " R=" +
-                                             std::to_string(half));
+      expect_close(y, reference(op, x),
+                   std::string(dtype_name(dtype)) + " R=" + std::to_string(half));
     }
   }
 }
@@ -43,6 +46,24 @@ TEST(LongRoPE, PositionsInt32AndInt64AndTheSdLayout) {
   const Tensor xb = Tensor::randn({3, 5, 2, 32}, DType::bfloat16, 10);
   const Tensor pb = Tensor::rand({3, 5}, DType::int64, 11, Device::cpu(), 0, 4096);
   expect_close(bshd(xb, pb), reference(bshd, xb, pb), "[B, S] positions");
+}
+
+TEST(LongRoPE, AnglesOfEveryQuadrantAndLargePositions) {
+  // Positions 0..63 (angles up to 63 radians: every quadrant many times) and up to 2^22: the
+  // float polynomials after the double reduction stay within 1e-6 of the reference, a tenth of
+  // float32's bound.
+  std::vector<std::int64_t> p;
+  for (std::int64_t i = 0; i < 64; ++i) p.push_back(i);
+  for (const std::int64_t big : {4095, 65535, 131071, 1048575, 4194303}) p.push_back(big);
+  const auto n = static_cast<std::int64_t>(p.size());
+  Tensor positions = Tensor::empty({n}, DType::int64);
+  std::copy(p.begin(), p.end(), positions.data<std::int64_t>());
+  for (const std::int64_t half : {3, 8, 64}) {
+    LongRoPEFwdOp op({.rescale_factors = factors(half, 17), .layout = "sd"});
+    const Tensor x = Tensor::randn({n, 2 * half}, DType::float32, 18);
+    const double err = max_relative_error(op(x, positions), reference(op, x, positions));
+    EXPECT_LE(err, 1e-6) << "R=" << half;
+  }
 }
 
 TEST(LongRoPE, AttentionScalingGivenOrDerived) {
@@ -78,15 +99,17 @@ TEST(LongRoPE, BadConstructionAndCalls) {
   EXPECT_THROW(LongRoPEFwdOp({.rescale_factors = factors(4), .base = -1.0}), SignatureError);
   EXPECT_THROW(LongRoPEFwdOp({.rescale_factors = factors(4), .layout = "bhsd"}), SignatureError);
   LongRoPEFwdOp op({.rescale_factors = factors(4), .max_position_embeddings = 16});
-  EXPECT_THAT(message_of([&] { op(Tensor::randn({1, 3, 2, 10}, DType::float32, 1)); }),
+  EXPECT_THAT(message_of([&] {
+                op(Tensor::randn({1, 3, 2, 10}, DType::float32, 1));
+              }),
               HasSubstr("x"));  // head_dim must be 2 * R = 8
   EXPECT_THROW(op(Tensor::randn({3, 8}, DType::float32, 1)), SignatureError);  // rank for bshd
   EXPECT_THROW(op(Tensor::randn({1, 32, 2, 8}, DType::float32, 1)), SignatureError);  // S > max
   const Tensor positions = Tensor::rand({1, 32}, DType::int32, 1, Device::cpu(), 0, 16);
   EXPECT_NO_THROW(op(Tensor::randn({1, 32, 2, 8}, DType::float32, 1), positions));
-  EXPECT_THROW(op(Tensor::randn({1, 4, 2, 8}, DType::float32, 1),
-                  Tensor::zeros({1, 4}, DType::float32)),
-               SignatureError);  // positions must be int32 or int64
+  EXPECT_THROW(
+      op(Tensor::randn({1, 4, 2, 8}, DType::float32, 1), Tensor::zeros({1, 4}, DType::float32)),
+      SignatureError);  // positions must be int32 or int64
   EXPECT_THROW(op(Tensor::randn({1, 4, 2, 8}, DType::float32, 1), Tensor::zeros({4}, DType::int32)),
                SignatureError);  // [B, S] for bshd
 }

@@ -28,9 +28,6 @@ class LongRoPECpu final : public Kernel, public LongRoPEInterface {
   LongRoPECall call_;
 };
 
-/// The rotation angle of position p for frequency f, reduced to [-pi, pi] in double precision.
-double long_rope_reduced_angle(double position, double inv_freq);
-
 #if TILEOPS_WITH_CUDA
 
 class LongRoPECuda final : public Kernel, public LongRoPEInterface {
