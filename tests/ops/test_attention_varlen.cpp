@@ -9,6 +9,7 @@
 #include <map>
 #include <tuple>
 
+#include "kernels/attention/attention_cpu_amx.h"
 #include "ops/attention_test_util.h"
 #include "ops/ops_test_util.h"
 #include "tileops/base/schema.h"
@@ -146,6 +147,51 @@ TEST(AttentionVarlen, NonFiniteValuesReachOnlyTheRowsThatSeeThem) {
                                                               {q, k, v, cu, cu}, op.param_values());
   expect_close(out.slice(0, 0, 70), ref[0].slice(0, 0, 70), "the rows before the NaN key");
   expect_close(lse, ref[1], "lse (the scores are finite)");
+}
+
+TEST(AttentionVarlen, Bfloat16OnTheTileUnitAndInFloat32) {
+  // bfloat16 inputs take the AMX products where the processor has them (head dims that are a
+  // multiple of 32), else float32 ones: both, on the cases of the long-sequence test, and a NaN
+  // and an infinite value in V, which the tile products must keep from the rows not seeing them.
+  const bool amx = cpu::attention_amx_available();
+  const struct Restore {
+    ~Restore() { cpu::use_attention_amx(true); }
+  } restore;
+  for (const bool use_amx : {true, false}) {
+    cpu::use_attention_amx(use_amx);
+    const std::string path = use_amx && amx ? "AMX" : "float32";
+    const Problem base{.q_lengths = {150, 1, 70, 0}, .k_lengths = {150, 300, 134, 65}};
+    for (const auto& [hq, hkv, dim] : {std::tuple{8, 2, 64}, std::tuple{4, 4, 128},
+                                       std::tuple{2, 1, 256}, std::tuple{2, 1, 96}}) {
+      Problem p = base;
+      p.heads_q = hq;
+      p.heads_kv = hkv;
+      p.dim = dim;
+      p.dtype = DType::bfloat16;
+      const std::string what = fmt::format("{}: Hq {} Hkv {} D {}", path, hq, hkv, dim);
+      expect_matches_reference({}, p, what + " causal");
+      expect_matches_reference({.causal = false, .window_left = 70}, p, what + " window 70");
+      expect_matches_reference({.softcap = 2.0}, p, what + " softcap 2");
+    }
+    const std::int64_t t = 130, hq = 4, dim = 64;
+    const Tensor q = Tensor::randn({t, hq, dim}, DType::bfloat16, 5);
+    const Tensor k = Tensor::randn({t, 1, dim}, DType::bfloat16, 6);
+    Tensor v = Tensor::randn({t, 1, dim}, DType::bfloat16, 7);
+    v.data<BFloat16>()[70 * dim + 3] =
+        BFloat16::from_float(std::numeric_limits<float>::quiet_NaN());
+    v.data<BFloat16>()[100 * dim + 5] =
+        BFloat16::from_float(std::numeric_limits<float>::infinity());
+    const Tensor cu = int32_values({0, static_cast<std::int32_t>(t)});
+    GroupedQueryAttentionVarlenFwdOp op;
+    const auto [out, lse] = op(q, k, v, cu, cu);
+    for (std::int64_t i = 0; i < t; ++i) {
+      EXPECT_EQ(std::isnan(out.data<BFloat16>()[(i * hq) * dim + 3].to_float()), i >= 70)
+          << path << " query " << i;
+    }
+    const std::vector<Tensor> ref = testing_util::run_reference(
+        "GroupedQueryAttentionVarlenFwdOp", {q, k, v, cu, cu}, op.param_values());
+    expect_close(out.slice(0, 0, 70), ref[0].slice(0, 0, 70), path + " rows before the NaN key");
+  }
 }
 
 // With q = 0 every visible score is 0: out is the mean of the visible keys' v rows and lse the

@@ -9,8 +9,10 @@
 #include <cstdint>
 #include <limits>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
+#include "kernels/attention/attention_cpu_amx.h"
 #include "kernels/attention/attention_cpu_tiles.h"
 #include "kernels/cpu/elements.h"
 #include "kernels/cpu/parallel.h"
@@ -60,9 +62,13 @@ struct AttentionTask {
 
 /// The scratch of one thread: the task's scaled query rows, the tile's key and value rows (in the
 /// inputs' dtype T), the transposed K tile and the V tile in float32, the scores, the output rows
-/// and each row's running max, sum and visible keys.
+/// and each row's running max, sum and visible keys; for the AMX products (bfloat16 inputs, head
+/// dims that are multiples of 32) the query rows as given, the packed K and V tiles and the
+/// weights in bfloat16.
 template <class T>
 struct AttentionScratch {
+  static constexpr bool kAmxDType = std::is_same_v<T, BFloat16>;
+  bool amx = false;
   std::vector<float> q;
   std::vector<const T*> key_rows;
   std::vector<const T*> value_rows;
@@ -73,8 +79,13 @@ struct AttentionScratch {
   std::vector<float> m;
   std::vector<float> l;
   std::vector<KeySpan> spans;
+  std::vector<BFloat16> q16;
+  std::vector<BFloat16> k_packed;
+  std::vector<BFloat16> v_packed;
+  std::vector<BFloat16> p16;
   explicit AttentionScratch(std::int64_t dim)
-      : q(static_cast<std::size_t>(kTaskRows * dim)),
+      : amx(kAmxDType && dim % 32 == 0 && attention_amx_available()),
+        q(static_cast<std::size_t>(kTaskRows * dim)),
         key_rows(static_cast<std::size_t>(kTileKeys)),
         value_rows(static_cast<std::size_t>(kTileKeys)),
         k_t(static_cast<std::size_t>(dim * kTileKeys)),
@@ -83,8 +94,16 @@ struct AttentionScratch {
         o(static_cast<std::size_t>(kTaskRows * dim)),
         m(static_cast<std::size_t>(kTaskRows)),
         l(static_cast<std::size_t>(kTaskRows)),
-        spans(static_cast<std::size_t>(kTaskRows)) {}
+        spans(static_cast<std::size_t>(kTaskRows)) {
+    if (amx) {
+      q16.resize(static_cast<std::size_t>(kTaskRows * dim));
+      k_packed.resize(static_cast<std::size_t>(dim * kTileKeys));
+      v_packed.resize(static_cast<std::size_t>(kTileKeys * dim));
+      p16.resize(static_cast<std::size_t>(kTaskRows * kTileKeys));
+    }
+  }
 };
+static_assert(kTaskRows % kAmxRows == 0, "the AMX products compute whole blocks of task rows");
 
 /// Row r's scores of the tile at key k0 (n keys) as the online softmax takes them: masked to its
 /// span (-inf outside), capped; the tile's maximum folded into the running max m (the row's
@@ -136,8 +155,13 @@ void attend_task(const AttentionTask& task, const T* q, T* out, float* lse,
   std::int64_t hi = 0;
   for (std::int64_t r = 0; r < rows; ++r) {
     const T* src = q + at(r);
-    for (std::int64_t d = 0; d < dim; ++d) {
-      x.q[r * dim + d] = to_float(src[d]) * scores.softmax_scale;
+    if constexpr (AttentionScratch<T>::kAmxDType) {
+      if (x.amx) std::copy_n(src, dim, x.q16.begin() + r * dim);  // scaled after the product
+    }
+    if (!x.amx) {
+      for (std::int64_t d = 0; d < dim; ++d) {
+        x.q[r * dim + d] = to_float(src[d]) * scores.softmax_scale;
+      }
     }
     x.spans[r] = visible_keys(task.i0 + r / group, sq, sk, scores);
     if (x.spans[r].begin < x.spans[r].end) {
@@ -154,16 +178,31 @@ void attend_task(const AttentionTask& task, const T* q, T* out, float* lse,
       x.key_rows[j] = keys.key(task.b, k0 + j, task.g);
       x.value_rows[j] = keys.value(task.b, k0 + j, task.g);
     }
-    transpose_keys(x.key_rows.data(), n, dim, x.k_t.data());
-    gather_values(x.value_rows.data(), n, dim, x.v.data());
-    score_tile(x.q.data(), rows, dim, x.k_t.data(), x.s.data());
+    bool values_finite = true;
+    if constexpr (AttentionScratch<T>::kAmxDType) {
+      if (x.amx) {
+        pack_keys_amx(x.key_rows.data(), n, dim, x.k_packed.data());
+        values_finite = pack_values_amx(x.value_rows.data(), n, dim, x.v_packed.data());
+        score_tile_amx(x.q16.data(), rows, dim, x.k_packed.data(), scores.softmax_scale,
+                       x.s.data());
+      }
+    }
+    if (!x.amx) {
+      transpose_keys(x.key_rows.data(), n, dim, x.k_t.data());
+      gather_values(x.value_rows.data(), n, dim, x.v.data());
+      values_finite = all_finite(x.v.data(), n * dim);
+      score_tile(x.q.data(), rows, dim, x.k_t.data(), x.s.data());
+    }
     for (std::int64_t r = 0; r < rows; ++r) {
       softmax_row(x.s.data() + r * kTileKeys, k0, n, x.spans[r], scores.softcap, x.m[r], x.l[r],
                   x.o.data() + r * dim, dim);
     }
-    if (all_finite(x.v.data(), n * dim)) {
+    if (x.amx && values_finite) {
+      accumulate_values_amx(x.s.data(), rows, x.v_packed.data(), dim, x.p16.data(), x.o.data());
+    } else if (values_finite) {
       accumulate_values(x.s.data(), rows, x.v.data(), n, dim, x.o.data());
     } else {
+      if (x.amx) gather_values(x.value_rows.data(), n, dim, x.v.data());
       accumulate_visible_values(x.s.data(), rows, x.v.data(), n, dim, x.o.data());
     }
   }
