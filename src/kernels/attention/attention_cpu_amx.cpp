@@ -49,19 +49,17 @@ struct alignas(64) TileConfig {
   std::uint8_t palette = 1;
   std::uint8_t start_row = 0;
   std::uint8_t reserved[14] = {};
-  std::uint16_t bytes_per_row[16] = {};
-  std::uint8_t rows[16] = {};
+  std::uint16_t bytes_per_row[16] = {64, 64, 64, 64, 64, 64, 64, 64};
+  std::uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
 };
+// A constant, not a local filled in a loop: GCC 12 may drop stores to a local that only
+// ldtilecfg reads (it did once configure_tiles was not inlined).
+constexpr TileConfig kTileConfig{};
 
 // The configuration is the calling thread's and may have been changed by other code on it (torch's
 // own AMX kernels): loaded at the start of each product, released at its end.
 TILEOPS_AMX void configure_tiles() {
-  TileConfig config;
-  for (int t = 0; t < 8; ++t) {
-    config.bytes_per_row[t] = 64;
-    config.rows[t] = 16;
-  }
-  _tile_loadconfig(&config);
+  _tile_loadconfig(&kTileConfig);
 }
 
 std::int64_t padded_rows(std::int64_t rows) {
