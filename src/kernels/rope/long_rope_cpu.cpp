@@ -47,6 +47,35 @@ TILEOPS_CPU_CLONES void cos_sin_row(double position, const double* inv, std::int
 }
 
 template <class T>
+inline void rotate_heads_of(const T* x, T* y, std::int64_t heads, std::int64_t half,
+                            const float* cos_t, const float* sin_t) {
+  for (std::int64_t h = 0; h < heads; ++h) {
+    const std::int64_t base = h * 2 * half;
+    for (std::int64_t i = 0; i < half; ++i) {
+      const float a = cpu::to_float(x[base + i]);
+      const float b = cpu::to_float(x[base + i + half]);
+      y[base + i] = cpu::from_float<T>(a * cos_t[i] - b * sin_t[i]);
+      y[base + i + half] = cpu::from_float<T>(b * cos_t[i] + a * sin_t[i]);
+    }
+  }
+}
+
+// One token's heads rotated, per dtype (multiversioned functions cannot be templates), so that
+// the x86-64-v3 clone also vectorizes the 16-bit conversions.
+TILEOPS_CPU_CLONES void rotate_heads(const float* x, float* y, std::int64_t heads,
+                                     std::int64_t half, const float* cos_t, const float* sin_t) {
+  rotate_heads_of(x, y, heads, half, cos_t, sin_t);
+}
+TILEOPS_CPU_CLONES void rotate_heads(const Half* x, Half* y, std::int64_t heads, std::int64_t half,
+                                     const float* cos_t, const float* sin_t) {
+  rotate_heads_of(x, y, heads, half, cos_t, sin_t);
+}
+TILEOPS_CPU_CLONES void rotate_heads(const BFloat16* x, BFloat16* y, std::int64_t heads,
+                                     std::int64_t half, const float* cos_t, const float* sin_t) {
+  rotate_heads_of(x, y, heads, half, cos_t, sin_t);
+}
+
+template <class T>
 void long_rope_rows(const Tensor& x, const Tensor* positions, const Tensor& inv_freq,
                     const Tensor& y, std::int64_t batch, std::int64_t seq, std::int64_t heads,
                     float scale) {
@@ -61,15 +90,8 @@ void long_rope_rows(const Tensor& x, const Tensor* positions, const Tensor& inv_
     for (std::int64_t token = begin; token < end; ++token) {
       const std::int64_t p = position_at(positions, token, token % seq);
       cos_sin_row(static_cast<double>(p), inv, half, scale, cos_t.data(), sin_t.data());
-      for (std::int64_t h = 0; h < heads; ++h) {
-        const std::int64_t base = (token * heads + h) * 2 * half;
-        for (std::int64_t i = 0; i < half; ++i) {
-          const float a = cpu::to_float(xp[base + i]);
-          const float b = cpu::to_float(xp[base + i + half]);
-          yp[base + i] = cpu::from_float<T>(a * cos_t[i] - b * sin_t[i]);
-          yp[base + i + half] = cpu::from_float<T>(b * cos_t[i] + a * sin_t[i]);
-        }
-      }
+      const std::int64_t base = token * heads * 2 * half;
+      rotate_heads(xp + base, yp + base, heads, half, cos_t.data(), sin_t.data());
     }
   });
 }
