@@ -50,7 +50,7 @@ cd "$logs" || exit 1  # tileops is imported from the installed package, not from
 if [[ "$steps" == *" test "* ]]; then
   echo "== pytest: integrations and transformers references (CPU and CUDA)"
   python3 -m pytest "$repo/python/tests/test_integrations_transformers.py" \
-    "$repo/python/tests/test_integrations_compile.py" \
+    "$repo/python/tests/test_integrations_generate.py" "$repo/python/tests/test_integrations_compile.py" \
     "$repo/python/tests/test_integrations_attention.py" "$repo/python/tests/test_transformers.py" \
     -q -p no:cacheprovider -rs -o log_level=WARNING \
     > "$logs/models-pytest.log" 2>&1 || rc=1

@@ -3,7 +3,8 @@ attention GroupedQueryAttentionVarlenFwdOp serves (sdpa's calls without a mask t
 decode steps) and which run the model's own function, against the same models unpatched; the
 served function against transformers' sdpa with the masks its mask function builds; locality,
 what is reported, rebinding with the rope kind. The per-architecture logits, generate and
-compile tests of test_integrations_transformers.py count the attention kind too.
+compile tests (test_integrations_transformers.py, _generate.py, _compile.py) count the attention
+kind too.
 """
 
 from __future__ import annotations
@@ -20,14 +21,14 @@ from conftest import requires_cuda
 
 transformers = pytest.importorskip("transformers", reason="transformers is not installed (pip install transformers)")
 
-from test_integrations_transformers import (  # noqa: E402
-    TOLERANCE,
+from transformers_pairs import (  # noqa: E402
+    assert_logits_close,
+    cache_keyword,
     HostReads,
+    patched_pair,
+    random_ids,
     TileOpsCalls,
-    _assert_close,
-    _cache_keyword,
-    _ids,
-    _pair,
+    TOLERANCE,
 )
 from tileops.integrations.transformers import (  # noqa: E402
     TileOpsAttention,
@@ -69,29 +70,29 @@ def _attention_function(attn: TileOpsAttention) -> Any:
 def test_attention_serves_unmasked_prefill_and_not_decode() -> None:
     from transformers import DynamicCache, StaticCache
 
-    patched, reference, counts = _pair("llama", torch.float32)
+    patched, reference, counts = patched_pair("llama", torch.float32)
     layers = counts["attention"]
     tol = TOLERANCE[torch.float32]
-    ids = _ids(0, 2, 12, "cpu")
+    ids = random_ids(0, 2, 12, "cpu")
     # No cache, no mask (q, k, v packed as views): served.
     got, served = _step(patched, ids, use_cache=False)
     assert served == layers
-    _assert_close(got, _step(reference, ids, use_cache=False)[0], tol)
+    assert_logits_close(got, _step(reference, ids, use_cache=False)[0], tol)
     # Left padding: the model builds a mask, its own sdpa runs with it; the tokens match.
     mask = torch.ones_like(ids)
     mask[0, :3] = 0
     got, served = _step(patched, ids, attention_mask=mask)
     assert served == 0
     keep = mask.bool()
-    _assert_close(got[keep], _step(reference, ids, attention_mask=mask)[0][keep], tol)
+    assert_logits_close(got[keep], _step(reference, ids, attention_mask=mask)[0][keep], tol)
     # A DynamicCache: the prefill (k and v out of the cache) served; a decode step and a chunk of
     # three tokens over the cache (masked) are the model's own.
-    key = _cache_keyword(patched)
+    key = cache_keyword(patched)
     ours, theirs = DynamicCache(config=patched.config), DynamicCache(config=reference.config)
     for chunk, expected in ((ids[:, :8], layers), (ids[:, 8:9], 0), (ids[:, 9:12], 0)):
         got, served = _step(patched, chunk, **{key: ours})
         assert served == expected
-        _assert_close(got, _step(reference, chunk, **{key: theirs})[0], tol)
+        assert_logits_close(got, _step(reference, chunk, **{key: theirs})[0], tol)
     # An empty StaticCache: sdpa's causal mask over its first Sq slots (top-left) is served; the
     # decode step is masked (a compileable cache) and the model's own.
     ours = StaticCache(config=patched.config, max_cache_len=20)
@@ -99,7 +100,7 @@ def test_attention_serves_unmasked_prefill_and_not_decode() -> None:
     for chunk, expected in ((ids[:, :8], layers), (ids[:, 8:9], 0)):
         got, served = _step(patched, chunk, **{key: ours})
         assert served == expected
-        _assert_close(got, _step(reference, chunk, **{key: theirs})[0], tol)
+        assert_logits_close(got, _step(reference, chunk, **{key: theirs})[0], tol)
 
 
 @pytest.mark.parametrize("arch,overrides", [
@@ -112,14 +113,14 @@ def test_sliding_window_served_where_the_model_has_no_mask(arch: str, overrides:
     tol = TOLERANCE[torch.float32]
     attn = patched.model.layers[0].self_attn
     assert isinstance(attn, TileOpsAttention) and set(attn.plan.ops) == {None, 6}
-    short, long = _ids(0, 1, 5, "cpu"), _ids(0, 1, 12, "cpu")
+    short, long = random_ids(0, 1, 5, "cpu"), random_ids(0, 1, 12, "cpu")
     got, served = _step(patched, short)  # 5 keys < window 6: sdpa's mask is None
     assert served == counts["attention"] == 2
     assert attn.plan.ops[6].last_call.indices["Tq"] == "5"  # the windowed op ran
-    _assert_close(got, _step(reference, short)[0], tol)
+    assert_logits_close(got, _step(reference, short)[0], tol)
     got, served = _step(patched, long)  # the window binds: the model's mask and function
     assert served == 0
-    _assert_close(got, _step(reference, long)[0], tol)
+    assert_logits_close(got, _step(reference, long)[0], tol)
 
 
 def test_served_function_computes_what_sdpa_computes_with_its_masks() -> None:
@@ -199,7 +200,7 @@ def test_attention_patch_is_local_to_the_instance() -> None:
     assert modeling_utils.AttentionInterface._global_mapping == functions  # nothing registered
     assert masking_utils.AttentionMaskInterface._global_mapping == masks
     assert modeling_llama.ALL_ATTENTION_FUNCTIONS is interface and interface._local_mapping == local
-    ids = _ids(0, 1, 8, "cpu")
+    ids = random_ids(0, 1, 8, "cpu")
     assert _step(other, ids)[1] == 0
     assert _step(patched, ids)[1] == 2
 
@@ -216,18 +217,18 @@ def test_attention_not_served_is_reported() -> None:
     assert counts == {"rms_norm": 5, "rope": 2, "moe": 0, "attention": 0}
     reasons = {n.reason for n in tileops_report(patched).not_served}
     assert len(reasons) == 1 and "attention implementation 'eager'" in reasons.pop()
-    ids = _ids(0, 1, 8, "cpu")
-    _assert_close(_step(patched, ids)[0], _step(reference, ids)[0], TOLERANCE[torch.float32])
+    ids = random_ids(0, 1, 8, "cpu")
+    assert_logits_close(_step(patched, ids)[0], _step(reference, ids)[0], TOLERANCE[torch.float32])
 
 
 def test_implementation_switched_after_apply_runs_that_one() -> None:
-    patched, reference, _ = _pair("qwen3", torch.float32)
-    ids = _ids(0, 1, 8, "cpu")
+    patched, reference, _ = patched_pair("qwen3", torch.float32)
+    ids = random_ids(0, 1, 8, "cpu")
     for model in (patched, reference):
         model.set_attn_implementation("eager")
     got, served = _step(patched, ids)
     assert served == 0
-    _assert_close(got, _step(reference, ids)[0], TOLERANCE[torch.float32])
+    assert_logits_close(got, _step(reference, ids)[0], TOLERANCE[torch.float32])
     patched.set_attn_implementation("sdpa")
     assert _step(patched, ids)[1] == 2
 
@@ -238,16 +239,16 @@ def test_attention_dropout_in_training_runs_the_models_function() -> None:
     patched.train()  # reaches the replaced modules, whose forward passes the dropout
     assert patched.model.layers[0].self_attn.hf_module.training
     with torch.no_grad(), TileOpsCalls() as calls:
-        patched(_ids(0, 1, 8, "cpu"))
+        patched(random_ids(0, 1, 8, "cpu"))
     assert calls.calls["attention"] == 0 and calls.calls["rms_norm"] == counts["rms_norm"]
     patched.eval()
-    assert _step(patched, _ids(0, 1, 8, "cpu"))[1] == 2
+    assert _step(patched, random_ids(0, 1, 8, "cpu"))[1] == 2
 
 
 def test_train_and_eval_reach_the_replaced_modules() -> None:
     from tileops.integrations.transformers import Replacement
 
-    patched, _, _ = _pair("mixtral", torch.bfloat16)
+    patched, _, _ = patched_pair("mixtral", torch.bfloat16)
     replacements = [m for m in patched.modules() if isinstance(m, Replacement)]
     assert {r.kind for r in replacements} == {"rms_norm", "rope", "moe", "attention"}
     patched.train()  # e.g. Mixtral's block applies its router jitter in its own forward
@@ -271,18 +272,18 @@ def test_attention_and_rope_apply_in_either_order_and_come_off() -> None:
 
     model = tiny_model("qwen3", torch.float32)
     reference = copy.deepcopy(model)
-    ids = _ids(0, 1, 8, "cpu")
+    ids = random_ids(0, 1, 8, "cpu")
     want = _step(reference, ids)[0]
     assert apply_tileops(model, kinds=["attention"]) == {"attention": 2}
     hf = model.model.layers[0].self_attn.hf_module
     assert set(overrides(hf)) == {"ALL_ATTENTION_FUNCTIONS"}
-    _assert_close(_step(model, ids)[0], want, TOLERANCE[torch.float32])
+    assert_logits_close(_step(model, ids)[0], want, TOLERANCE[torch.float32])
     assert apply_tileops(model, kinds=["rope"]) == {"rope": 2}  # rebinds under the replacement
     assert set(overrides(hf)) == {"ALL_ATTENTION_FUNCTIONS", "apply_rotary_pos_emb"}
     with torch.inference_mode(), TileOpsCalls() as calls:
         got = model(ids).logits
     assert calls.calls["attention"] == 2 and calls.calls["rope"] == 4
-    _assert_close(got, want, TOLERANCE[torch.float32])
+    assert_logits_close(got, want, TOLERANCE[torch.float32])
     # A deep copy unpatched leaves the original patched (each module records its own rebinding).
     twin = copy.deepcopy(model)
     assert remove_tileops(twin) == {"rms_norm": 0, "rope": 1, "moe": 0, "attention": 2}
@@ -290,17 +291,17 @@ def test_attention_and_rope_apply_in_either_order_and_come_off() -> None:
     torch.testing.assert_close(_step(twin, ids)[0], want, rtol=0, atol=0)
     got, served = _step(model, ids)
     assert served == 2
-    _assert_close(got, want, TOLERANCE[torch.float32])
+    assert_logits_close(got, want, TOLERANCE[torch.float32])
 
 
 def test_served_prefill_reads_nothing_back() -> None:
     # The served call reads nothing back (the offsets are built on the device); the model reads
     # back what the unpatched model reads (transformers' check for packed sequences).
-    patched, reference, counts = _pair("qwen3", torch.bfloat16)
+    patched, reference, counts = patched_pair("qwen3", torch.bfloat16)
     attn = patched.model.layers[0].self_attn
     fn, scaling = _attention_function(attn), attn.plan.scaling
     q, k = torch.randn(2, 4, 8, 64).bfloat16(), torch.randn(2, 2, 8, 64).bfloat16()
-    ids = _ids(0, 2, 8, "cpu")
+    ids = random_ids(0, 2, 8, "cpu")
     with torch.inference_mode():
         with HostReads() as host, TileOpsCalls() as calls:
             fn(attn.hf_module, q, k, k, None, dropout=0.0, scaling=scaling)
@@ -320,7 +321,7 @@ def test_cuda_graph_prefill_replays_eager() -> None:
     # builds a mask instead).
     from tileops.models._bench import LayerUnderTest
 
-    patched, reference, _ = _pair("llama", torch.bfloat16, "cuda")
+    patched, reference, _ = patched_pair("llama", torch.bfloat16, "cuda")
     ours = LayerUnderTest(patched.model.rotary_emb, patched.model.layers[0])
     theirs = LayerUnderTest(reference.model.rotary_emb, reference.model.layers[0])
     h = torch.randn(2, 64, 64, generator=torch.Generator().manual_seed(2)).to("cuda", torch.bfloat16)
@@ -340,4 +341,4 @@ def test_cuda_graph_prefill_replays_eager() -> None:
             out = ours(h, pos)
         graph.replay()
         torch.testing.assert_close(out, eager, rtol=0, atol=0)
-        _assert_close(eager, theirs(h, pos), TOLERANCE[torch.bfloat16])
+        assert_logits_close(eager, theirs(h, pos), TOLERANCE[torch.bfloat16])

@@ -1,7 +1,7 @@
 """tileops.integrations.transformers under torch.compile: one graph whose served sites are
 torch.ops.tileops nodes, compiled calls below apply_tileops's compiled_min_tokens tracing
 transformers' own code, generation with a dynamic cache. Tiny random-weight models, helpers and
-tolerances of test_integrations_transformers.py."""
+tolerances of transformers_pairs.py."""
 
 from __future__ import annotations
 
@@ -16,18 +16,18 @@ import tileops
 
 transformers = pytest.importorskip("transformers", reason="transformers is not installed (pip install transformers)")
 
-from test_integrations_transformers import (  # noqa: E402
+from transformers_pairs import (  # noqa: E402
+    assert_logits_close,
+    cache_keyword,
+    expected_kinds,
+    greedy,
+    margins,
+    patched_pair,
+    random_ids,
+    routing_log,
     SEEDS,
-    TOLERANCE,
     TileOpsCalls,
-    _assert_close,
-    _cache_keyword,
-    _expected_kinds,
-    _greedy,
-    _ids,
-    _margins,
-    _pair,
-    _routing_log,
+    TOLERANCE,
 )
 from tileops.integrations.transformers import KINDS, TileOpsRMSNorm, apply_tileops  # noqa: E402
 from tileops.models import tiny_model  # noqa: E402
@@ -39,7 +39,7 @@ def test_compile_fullgraph(device: str, arch: str, dtype: torch.dtype) -> None:
     from test_block_compile import Recorder
 
     torch._dynamo.reset()
-    patched, reference, counts = _pair(arch, dtype, device, compiled_min_tokens=0)
+    patched, reference, counts = patched_pair(arch, dtype, device, compiled_min_tokens=0)
     recorder = Recorder()
 
     def backend(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
@@ -62,7 +62,7 @@ def test_compile_fullgraph(device: str, arch: str, dtype: torch.dtype) -> None:
     assert nodes["rms_norm"] == counts["rms_norm"]
     assert nodes["rope"] == 2 * counts["rope"] * (2 if arch == "phi3" else 1)
     assert (nodes["moe"] > 0) == (counts["moe"] > 0)
-    served = "attention" in _expected_kinds(arch, dtype, device)  # MLA; CUDA float32
+    served = "attention" in expected_kinds(arch, dtype, device)  # MLA; CUDA float32
     assert counts["attention"] == (2 if served else 0)
     # In the graph, the attention is served where transformers leaves the causal mask to sdpa
     # while compiling; where it builds the mask instead, the model's own sdpa runs with it.
@@ -75,9 +75,9 @@ def test_compile_fullgraph(device: str, arch: str, dtype: torch.dtype) -> None:
         assert nodes["attention"] == 0 and len(sdpa_masks) == 2 and None not in sdpa_masks
     else:
         assert nodes["attention"] == 0
-    _assert_close(got, eager, TOLERANCE[dtype])
+    assert_logits_close(got, eager, TOLERANCE[dtype])
     if counts["moe"] == 0:  # with MoE, test_logits_match_transformers relates eager and reference
-        _assert_close(got, want, TOLERANCE[dtype])
+        assert_logits_close(got, want, TOLERANCE[dtype])
 
 
 @pytest.mark.parametrize("arch", ["llama", "deepseek_v3"])
@@ -88,7 +88,7 @@ def test_compiled_calls_below_min_tokens_trace_transformers(arch: str) -> None:
     from test_block_compile import Recorder
 
     dtype = torch.bfloat16
-    patched, reference, counts = _pair(arch, dtype, compiled_min_tokens=12)
+    patched, reference, counts = patched_pair(arch, dtype, compiled_min_tokens=12)
     assert counts["rms_norm"] > 0 and counts["rope"] > 0
     kind_of = {op: kind.name for kind in KINDS for op in kind.operators()}
 
@@ -109,11 +109,11 @@ def test_compiled_calls_below_min_tokens_trace_transformers(arch: str) -> None:
     assert small["rms_norm"] == small["rope"] == small["attention"] == 0
     assert (small["moe"] > 0) == (counts["moe"] > 0) == (arch == "deepseek_v3")
     if counts["moe"] == 0:
-        _assert_close(got, want, TOLERANCE[dtype])
+        assert_logits_close(got, want, TOLERANCE[dtype])
     large, got, _ = compiled_kinds(12)
     assert large["rms_norm"] == counts["rms_norm"] and large["rope"] == 2 * counts["rope"]
     assert large["moe"] == small["moe"]
-    ids = _ids(0, 1, 11, "cpu")
+    ids = random_ids(0, 1, 11, "cpu")
     with torch.inference_mode(), TileOpsCalls() as calls:  # eager: tileops at any size
         patched(ids)
     assert calls.calls["rms_norm"] == counts["rms_norm"] and calls.calls["rope"] == 2 * counts["rope"]
@@ -147,27 +147,27 @@ def _decisive_ids(model: Any, batch: int, length: int, device: str, margin: floa
     `margin` (4 bf16 units), so that the compiled model (inductor rounds the unpatched parts
     differently, about one unit) routes alike."""
     for seed in range(4 * SEEDS):
-        ids = _ids(seed, batch, length, device)
-        with torch.inference_mode(), _routing_log(model) as log:
+        ids = random_ids(seed, batch, length, device)
+        with torch.inference_mode(), routing_log(model) as log:
             model(ids)
-        if all(bool((_margins(call) >= margin).all()) for call in log):
+        if all(bool((margins(call) >= margin).all()) for call in log):
             return ids
     pytest.fail(f"no input of {4 * SEEDS} without a routing margin below {margin}")
 
 
 def test_compiled_generation_with_dynamic_cache() -> None:
     torch._dynamo.reset()
-    patched, reference, _ = _pair("qwen3", torch.float32, compiled_min_tokens=0)
+    patched, reference, _ = patched_pair("qwen3", torch.float32, compiled_min_tokens=0)
     compiled = torch.compile(patched, dynamic=True)
-    ids = _ids(1, 1, 8, "cpu")
+    ids = random_ids(1, 1, 8, "cpu")
     with torch.inference_mode():
-        want = _greedy(reference, ids, 5)
+        want = greedy(reference, ids, 5)
         cache = transformers.DynamicCache(config=patched.config)
-        kw = {_cache_keyword(patched): cache, "use_cache": True}
+        kw = {cache_keyword(patched): cache, "use_cache": True}
         out = compiled(ids, **kw)
         tokens = []
         for step in range(5):
-            _assert_close(out.logits[:, -1], want.logits[step], TOLERANCE[torch.float32])
+            assert_logits_close(out.logits[:, -1], want.logits[step], TOLERANCE[torch.float32])
             token = out.logits[:, -1:].argmax(-1)
             tokens.append(int(token))
             out = compiled(token, **kw)
