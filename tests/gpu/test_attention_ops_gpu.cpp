@@ -210,6 +210,42 @@ TEST(AttentionVarlenGpu, EveryHeadDimDTypeAndMaskMatchesTheCpu) {
   }
 }
 
+// A sequence's output depends on its own keys only: NaN and infinite keys and values in the middle
+// sequence (its first rows lie inside the first sequence's last key block, whose scores for them
+// are masked) leave the other sequences equal to the CPU's, finite. P = 0 times a NaN or infinite
+// V row of another sequence is NaN in a GEMM unless those rows are kept out of the tile.
+TEST(AttentionVarlenGpu, NonFiniteKeysOfOneSequenceStayInIt) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<std::int32_t> lengths{70, 50, 90};
+  const auto cu = offsets_of(lengths);
+  for (const std::int64_t dim : {64, 128, 256}) {
+    for (const DType dtype : {DType::bfloat16, DType::float16}) {
+      const Tensor q = Tensor::randn({cu.back(), 8, dim}, dtype, 1);
+      Tensor k = Tensor::randn({cu.back(), 2, dim}, dtype, 2);
+      Tensor v = Tensor::randn({cu.back(), 2, dim}, dtype, 3);
+      const Tensor nan = Tensor::full({2, dim}, std::numeric_limits<double>::quiet_NaN(), dtype);
+      const Tensor inf = Tensor::full({2, dim}, std::numeric_limits<double>::infinity(), dtype);
+      v.select(0, cu[1]).copy_(nan);      // the middle sequence's first key
+      v.select(0, cu[1] + 1).copy_(inf);  // and its second
+      k.select(0, cu[1] + 2).copy_(nan);
+      for (const bool causal : {true, false}) {
+        const std::string what =
+            fmt::format("D {} {} {}", dim, dtype_name(dtype), causal ? "causal" : "non-causal");
+        GroupedQueryAttentionVarlenFwdOp cpu_op({.causal = causal});
+        GroupedQueryAttentionVarlenFwdOp gpu_op({.causal = causal});
+        const auto [want, want_lse] = cpu_op(q, k, v, int32_values(cu), int32_values(cu));
+        const auto [got, got_lse] = gpu_op(q.to(kGpu), k.to(kGpu), v.to(kGpu),
+                                           int32_values(cu, kGpu), int32_values(cu, kGpu));
+        const Tensor got_cpu = got.to(Device::cpu());
+        for (const std::size_t b : {std::size_t{0}, std::size_t{2}}) {
+          expect_close(got_cpu.slice(0, cu[b], cu[b + 1]), want.slice(0, cu[b], cu[b + 1]),
+                       fmt::format("{}: sequence {}", what, b));
+        }
+      }
+    }
+  }
+}
+
 // Few tokens, every head dim and mask kind: the case scripts/gpu-sanitize.sh runs under
 // racecheck and synccheck (which slow a kernel a hundredfold).
 TEST(AttentionVarlenGpu, SmallCasesEveryHeadDim) {
