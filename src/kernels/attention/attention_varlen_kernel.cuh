@@ -32,6 +32,11 @@
 // the tensor cores' async proxy (fence.proxy.async.shared::cta) and then arrives on the stage's
 // V barrier. That happens for at most one key block per tile (the one holding key seqused_k - 1
 // of a partial last page).
+//
+// Not paged, a key block past a sequence's last key holds the next sequence's keys (TMA reads the
+// packed tensors): masked the same way, and its V rows zeroed the same way, so that a NaN or an
+// infinite value of one sequence never reaches another's output. At most one key block per tile,
+// and none where the sequence's length is a multiple of BN.
 #pragma once
 
 #include "kernels/attention/attention_varlen_schedule.cuh"
@@ -58,7 +63,7 @@ struct VarlenShape {
   static constexpr int kVOffset = kKOffset + STAGES * kKVBytes;
   static constexpr int kBarOffset = kVOffset + STAGES * kKVBytes;
   // Q full / empty per Q stage, K and V full / empty per stage, tile full / empty per tile slot,
-  // then the two tile slots (ints) and the paged kernel's v_raw barrier.
+  // then the two tile slots (ints) and the v_raw barrier.
   static constexpr int kBarBytes = 8 * (2 * QSTAGES + 4 * STAGES + 4) + 8 + 8;
   static constexpr int kSmem = kBarOffset + kBarBytes + 1024;  // + slack to align to 1024
   static constexpr int kThreads = 384;
@@ -345,7 +350,7 @@ __global__ void __launch_bounds__(384, 1)
   const uint32_t tile_full = empty_v + 8 * STAGES;
   const uint32_t tile_empty = tile_full + 16;
   const uint32_t tile_slot = tile_empty + 16;
-  const uint32_t v_raw = tile_slot + 8;  // PAGED: a V block with rows to zero lands here
+  const uint32_t v_raw = tile_slot + 8;  // a V block with rows to zero lands here
 
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid >> 5;
@@ -379,9 +384,9 @@ __global__ void __launch_bounds__(384, 1)
   if (wg == 0) {
     regs_decrease<kProducerRegs<D, BN> >();
     if (warp != 0) return;
-    // Producer: every lane runs the cursor; lane 0 claims tiles, publishes each tile index to
-    // the consumers (two slots) and issues the loads (PAGED: every lane runs the load loop, lane
-    // j issuing box j of each key block).
+    // Producer: every lane runs the cursor and the load loop; lane 0 claims tiles, publishes each
+    // tile index to the consumers (two slots) and issues the loads (PAGED: lane j issues box j of
+    // each key block); every lane zeroes the rows of a V block past the sequence.
     if (lane == 0) {
       tma_prefetch(&map_q);
       tma_prefetch(&map_k);
@@ -391,7 +396,7 @@ __global__ void __launch_bounds__(384, 1)
     Tile t;
     int q_iter = 0;
     int kv_iter = 0;
-    int raw_iter = 0;  // PAGED: uses of v_raw
+    int raw_iter = 0;  // uses of v_raw
     int next = block;  // the first tile in both orders
     for (int k = 0;; ++k) {
       if (lane == 0) {
@@ -403,7 +408,7 @@ __global__ void __launch_bounds__(384, 1)
       __syncwarp();
       if (!cursor.find(p, next, t)) break;  // the consumers stop at the same index
       tile_key_blocks<BN>(p, t);
-      if (t.n_end > t.n_begin && (PAGED || lane == 0)) {
+      if (t.n_end > t.n_begin) {
         const int hk = t.head / p.group;
         const int blocks = t.n_end - t.n_begin;
         // PAGED: the sequence's pages (at most the table's width), the boxes of a key block, and
@@ -411,7 +416,9 @@ __global__ void __launch_bounds__(384, 1)
         int pages = 0;
         int boxes = 1;
         int box_bytes = 0;
-        int real_end = t.sk;
+        // Not paged: every row of a key block past the sequence is another sequence's key (or
+        // past the tensor: zeros from TMA), zeroed in V like the last page's rows below.
+        int real_end = t.n_end * BN;
         if constexpr (PAGED) {
           pages = (t.sk + p.page_size - 1) >> p.page_shift;
           if (pages > p.table_width) pages = p.table_width;
@@ -445,10 +452,11 @@ __global__ void __launch_bounds__(384, 1)
                           t.q0 + t.m_block * kBlockM, full_q + 8 * qs);
           }
           wait_barrier(empty_v + 8 * stage, parity);
-          // PAGED: rows [z0, z1) of this block are rows of the last page past seqused_k.
+          // Rows [z0, z1) of this block are past the sequence's keys (PAGED: rows of the last
+          // page past seqused_k; else the next sequence's keys).
           const int z0 = (t.sk > n * BN ? t.sk : n * BN) - n * BN;
           const int z1 = (real_end < (n + 1) * BN ? real_end : (n + 1) * BN) - n * BN;
-          if (PAGED && z0 < z1) {
+          if (z0 < z1) {
             if (lane == 0) mbarrier::arrive_expect_tx(v_raw, S::kKVBytes);
             __syncwarp();
             if (lane < boxes) load_key_rows<D, BN>(v_dst, &map_v, hk, row, v_raw);
