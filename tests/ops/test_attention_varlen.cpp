@@ -191,6 +191,23 @@ TEST(AttentionVarlen, Bfloat16OnTheTileUnitAndInFloat32) {
     const std::vector<Tensor> ref = testing_util::run_reference(
         "GroupedQueryAttentionVarlenFwdOp", {q, k, v, cu, cu}, op.param_values());
     expect_close(out.slice(0, 0, 70), ref[0].slice(0, 0, 70), path + " rows before the NaN key");
+
+    // A NaN in k of key 40 makes the scores of the rows that see it NaN (out and lse NaN); the
+    // rows before it mask the NaN score of the same tile away.
+    Tensor k_nan = k.clone();
+    k_nan.data<BFloat16>()[40 * dim + 1] =
+        BFloat16::from_float(std::numeric_limits<float>::quiet_NaN());
+    const Tensor v_finite = Tensor::randn({t, 1, dim}, DType::bfloat16, 8);
+    const auto [out_k, lse_k] = op(q, k_nan, v_finite, cu, cu);
+    for (std::int64_t i = 0; i < t; ++i) {
+      EXPECT_EQ(std::isnan(out_k.data<BFloat16>()[(i * hq) * dim].to_float()), i >= 40)
+          << path << " query " << i << " (NaN key)";
+      EXPECT_EQ(std::isnan(lse_k.data<float>()[i]), i >= 40) << path << " lse " << i;
+    }
+    const std::vector<Tensor> ref_k = testing_util::run_reference(
+        "GroupedQueryAttentionVarlenFwdOp", {q, k_nan, v_finite, cu, cu}, op.param_values());
+    expect_close(out_k.slice(0, 0, 40), ref_k[0].slice(0, 0, 40),
+                 path + " rows before the NaN key's score");
   }
 }
 

@@ -20,12 +20,6 @@
 
 namespace tileops::cpu {
 
-/// Keys [begin, end) of a sequence.
-struct KeySpan {
-  std::int64_t begin = 0;
-  std::int64_t end = 0;
-};
-
 /// The keys query i of a sequence of sq queries over sk keys sees (the contract's mask, causal
 /// aligned bottom-right): an empty span when it sees none.
 inline KeySpan visible_keys(std::int64_t i, std::int64_t sq, std::int64_t sk,
@@ -179,12 +173,14 @@ void attend_task(const AttentionTask& task, const T* q, T* out, float* lse,
       x.value_rows[j] = keys.value(task.b, k0 + j, task.g);
     }
     bool values_finite = true;
+    // AMX without a softcap: the scale, mask, exp and rounding to bfloat16 in one pass per row.
+    const bool fused = x.amx && scores.softcap == 0.0f;
     if constexpr (AttentionScratch<T>::kAmxDType) {
       if (x.amx) {
         pack_keys_amx(x.key_rows.data(), n, dim, x.k_packed.data());
         values_finite = pack_values_amx(x.value_rows.data(), n, dim, x.v_packed.data());
-        score_tile_amx(x.q16.data(), rows, dim, x.k_packed.data(), scores.softmax_scale,
-                       x.s.data());
+        score_tile_amx(x.q16.data(), rows, dim, x.k_packed.data(),
+                       fused ? 1.0f : scores.softmax_scale, x.s.data());
       }
     }
     if (!x.amx) {
@@ -193,12 +189,18 @@ void attend_task(const AttentionTask& task, const T* q, T* out, float* lse,
       values_finite = all_finite(x.v.data(), n * dim);
       score_tile(x.q.data(), rows, dim, x.k_t.data(), x.s.data());
     }
-    for (std::int64_t r = 0; r < rows; ++r) {
-      softmax_row(x.s.data() + r * kTileKeys, k0, n, x.spans[r], scores.softcap, x.m[r], x.l[r],
-                  x.o.data() + r * dim, dim);
+    if (fused) {
+      softmax_tile_amx(x.s.data(), rows, k0, n, x.spans.data(), scores.softmax_scale, x.m.data(),
+                       x.l.data(), x.o.data(), dim, x.p16.data());
+    } else {
+      for (std::int64_t r = 0; r < rows; ++r) {
+        softmax_row(x.s.data() + r * kTileKeys, k0, n, x.spans[r], scores.softcap, x.m[r], x.l[r],
+                    x.o.data() + r * dim, dim);
+      }
+      if (x.amx) round_weights_amx(x.s.data(), rows, x.p16.data());
     }
     if (x.amx && values_finite) {
-      accumulate_values_amx(x.s.data(), rows, x.v_packed.data(), dim, x.p16.data(), x.o.data());
+      accumulate_values_amx(x.p16.data(), rows, x.v_packed.data(), dim, x.o.data());
     } else if (values_finite) {
       accumulate_values(x.s.data(), rows, x.v.data(), n, dim, x.o.data());
     } else {

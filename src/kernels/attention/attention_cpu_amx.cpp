@@ -6,8 +6,11 @@
 #define TILEOPS_AMX_BUILD 0
 #endif
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 
 #if TILEOPS_AMX_BUILD
 // GCC 12's AVX-512 intrinsics start their "undefined" vectors from themselves, which its
@@ -170,19 +173,103 @@ TILEOPS_AMX void score_tile(const BFloat16* q, std::int64_t rows, std::int64_t d
     _tile_stored(3, row + 48, kScoreStride);
   }
   _tile_release();
+  if (scale == 1.0f) return;
   const __m512 factor = _mm512_set1_ps(scale);
   for (std::int64_t i = 0; i < padded * kTileKeys; i += 16) {
     _mm512_storeu_ps(s + i, _mm512_mul_ps(_mm512_loadu_ps(s + i), factor));
   }
 }
 
-TILEOPS_AMX void accumulate_values(const float* p, std::int64_t rows, const BFloat16* values,
-                                   std::int64_t dim, BFloat16* p16, float* o) {
+TILEOPS_AMX void round_weights(const float* p, std::int64_t rows, BFloat16* p16) {
   const std::int64_t padded = padded_rows(rows);
   for (std::int64_t i = 0; i < padded * kTileKeys; i += 32) {
     const __m512bh pair = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(p + i + 16), _mm512_loadu_ps(p + i));
     _mm512_storeu_si512(p16 + i, (__m512i)pair);
   }
+}
+
+// exp(t) for t <= 0 (scores less their row's maximum), exp_shifted's arithmetic on 16 lanes:
+// exp(t) = 2^k exp(r), k = round(t / ln 2), r = t - k ln 2 (ln 2 in two parts), exp(r) by
+// Cephes' degree-6 polynomial; below -87 (and -inf) 0, NaN kept.
+TILEOPS_AMX __m512 exp_nonpositive(__m512 t) {
+  const __m512 floor = _mm512_set1_ps(-87.0f);
+  const __mmask16 nan = _mm512_cmp_ps_mask(t, t, _CMP_UNORD_Q);
+  const __mmask16 under = _mm512_cmp_ps_mask(t, floor, _CMP_LT_OQ);
+  const __m512 c = _mm512_max_ps(t, floor);  // NaN: -87 (the second operand)
+  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(c, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), c);
+  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.3981999507e-3f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073e-3f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894e-2f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459e-1f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201e-1f));
+  y = _mm512_fmadd_ps(_mm512_mul_ps(y, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  const __m512 e = _mm512_scalef_ps(y, k);
+  return _mm512_mask_mov_ps(_mm512_mask_mov_ps(e, under, _mm512_setzero_ps()), nan, t);
+}
+
+TILEOPS_AMX void softmax_tile(float* s, std::int64_t rows, std::int64_t k0, std::int64_t n,
+                              const KeySpan* spans, float scale, float* m, float* l, float* o,
+                              std::int64_t dim, BFloat16* p16) {
+  constexpr int kVectors = kTileKeys / 16;
+  const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  const __m512 factor = _mm512_set1_ps(scale);
+  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* row = s + r * kTileKeys;
+    BFloat16* weights = p16 + r * kTileKeys;
+    const std::int64_t jb = std::max<std::int64_t>(spans[r].begin - k0, 0);
+    const std::int64_t je = std::min<std::int64_t>(spans[r].end - k0, n);
+    if (jb >= je) {  // no key of this tile
+      std::fill_n(row, kTileKeys, 0.0f);
+      std::fill_n(weights, kTileKeys, BFloat16::from_float(0.0f));
+      continue;
+    }
+    const __m512i begin = _mm512_set1_epi32(static_cast<int>(jb));
+    const __m512i end = _mm512_set1_epi32(static_cast<int>(je));
+    __m512 x[kVectors];
+    __m512 big = neg_inf;
+    for (int c = 0; c < kVectors; ++c) {
+      const __m512i j = _mm512_add_epi32(lane, _mm512_set1_epi32(16 * c));
+      const __mmask16 seen = _mm512_cmpge_epi32_mask(j, begin) & _mm512_cmplt_epi32_mask(j, end);
+      x[c] = _mm512_mask_mul_ps(neg_inf, seen, _mm512_loadu_ps(row + 16 * c), factor);
+      big = _mm512_max_ps(x[c], big);  // a NaN in x[c] leaves big (the second operand)
+    }
+    const float m_new = std::max(m[r], _mm512_reduce_max_ps(big));
+    // No finite score yet: every weight is exp(-inf) = 0 against 0, never NaN from -inf - -inf.
+    const float shift = m_new == -std::numeric_limits<float>::infinity() ? 0.0f : m_new;
+    const float alpha = std::exp(m[r] - shift);
+    if (alpha != 1.0f) {
+      l[r] *= alpha;
+      float* orow = o + r * dim;
+      const __m512 a = _mm512_set1_ps(alpha);
+      for (std::int64_t d = 0; d < dim; d += 16) {
+        _mm512_storeu_ps(orow + d, _mm512_mul_ps(_mm512_loadu_ps(orow + d), a));
+      }
+    }
+    const __m512 sub = _mm512_set1_ps(shift);
+    __m512 sum = _mm512_setzero_ps();
+    for (int c = 0; c < kVectors; c += 2) {
+      const __m512 e0 = exp_nonpositive(_mm512_sub_ps(x[c], sub));
+      const __m512 e1 = exp_nonpositive(_mm512_sub_ps(x[c + 1], sub));
+      sum = _mm512_add_ps(sum, _mm512_add_ps(e0, e1));
+      _mm512_storeu_ps(row + 16 * c, e0);
+      _mm512_storeu_ps(row + 16 * c + 16, e1);
+      _mm512_storeu_si512(weights + 16 * c, (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
+    }
+    l[r] += _mm512_reduce_add_ps(sum);
+    m[r] = m_new;
+  }
+  std::fill(p16 + rows * kTileKeys, p16 + padded_rows(rows) * kTileKeys,
+            BFloat16::from_float(0.0f));
+}
+
+TILEOPS_AMX void accumulate_values(const BFloat16* p16, std::int64_t rows, const BFloat16* values,
+                                   std::int64_t dim, float* o) {
+  const std::int64_t padded = padded_rows(rows);
   configure_tiles();
   const std::int64_t o_stride = dim * 4;
   const std::int64_t values_stride = dim * 4;  // bytes per pair row of the packed values
@@ -233,9 +320,19 @@ void score_tile_amx(const BFloat16* q, std::int64_t rows, std::int64_t dim, cons
   score_tile(q, rows, dim, keys, scale, s);
 }
 
-void accumulate_values_amx(const float* p, std::int64_t rows, const BFloat16* values,
-                           std::int64_t dim, BFloat16* p16, float* o) {
-  accumulate_values(p, rows, values, dim, p16, o);
+void softmax_tile_amx(float* s, std::int64_t rows, std::int64_t k0, std::int64_t n,
+                      const KeySpan* spans, float scale, float* m, float* l, float* o,
+                      std::int64_t dim, BFloat16* p16) {
+  softmax_tile(s, rows, k0, n, spans, scale, m, l, o, dim, p16);
+}
+
+void round_weights_amx(const float* p, std::int64_t rows, BFloat16* p16) {
+  round_weights(p, rows, p16);
+}
+
+void accumulate_values_amx(const BFloat16* p16, std::int64_t rows, const BFloat16* values,
+                           std::int64_t dim, float* o) {
+  accumulate_values(p16, rows, values, dim, o);
 }
 
 #else  // no AMX build: never available, never called
@@ -249,8 +346,10 @@ bool pack_values_amx(const BFloat16* const*, std::int64_t, std::int64_t, BFloat1
   return false;
 }
 void score_tile_amx(const BFloat16*, std::int64_t, std::int64_t, const BFloat16*, float, float*) {}
-void accumulate_values_amx(const float*, std::int64_t, const BFloat16*, std::int64_t, BFloat16*,
-                           float*) {}
+void softmax_tile_amx(float*, std::int64_t, std::int64_t, std::int64_t, const KeySpan*, float,
+                      float*, float*, float*, std::int64_t, BFloat16*) {}
+void round_weights_amx(const float*, std::int64_t, BFloat16*) {}
+void accumulate_values_amx(const BFloat16*, std::int64_t, const BFloat16*, std::int64_t, float*) {}
 
 #endif
 

@@ -33,14 +33,30 @@ bool pack_values_amx(const BFloat16* const* rows, std::int64_t n, std::int64_t d
                      BFloat16* packed);
 
 /// s[r][j] = scale * (q[r] . k[j]) for r < rows rounded up to kAmxRows and j < kTileKeys: q is
-/// [rows][dim] bfloat16 (the query rows as given), `keys` from pack_keys_amx.
+/// [rows][dim] bfloat16 (the query rows as given), `keys` from pack_keys_amx. A scale of 1 skips
+/// the multiplication (softmax_tile_amx scales as it reads).
 void score_tile_amx(const BFloat16* q, std::int64_t rows, std::int64_t dim, const BFloat16* keys,
                     float scale, float* s);
 
-/// o[r][d] += sum over j of bf16(p[r][j]) * v[j][d] for r < rows rounded up to kAmxRows: p is
-/// [rows][kTileKeys] float32, `values` from pack_values_amx, p16 scratch of the rounded rows x
-/// kTileKeys, o [rows][dim] float32.
-void accumulate_values_amx(const float* p, std::int64_t rows, const BFloat16* values,
-                           std::int64_t dim, BFloat16* p16, float* o);
+/// The online softmax step of one tile for every row r < rows (without a softcap), in one pass
+/// over each row's scores on AVX-512: s[r][j] (q . k unscaled, key k0 + j, j < n valid) times
+/// `scale`, masked to spans[r] (-inf outside), its maximum (NaN skipped) folded into m[r] with
+/// o's row and l[r] rescaled; then s[r][j] = exp(s - m[r]) in float32, the same rounded to
+/// bfloat16 in p16[r][j], their float32 sum added to l[r]. A row seeing no key of the tile gets
+/// weights 0 and keeps m, l and o. p16's rows from rows up to the next multiple of kAmxRows are
+/// zeroed (accumulate_values_amx multiplies them). The same arithmetic as the float32 path's
+/// softmax_row with exp_shifted, in another order of the sum.
+void softmax_tile_amx(float* s, std::int64_t rows, std::int64_t k0, std::int64_t n,
+                      const KeySpan* spans, float scale, float* m, float* l, float* o,
+                      std::int64_t dim, BFloat16* p16);
+
+/// p16[i] = bf16(p[i]) for the rows r < rows rounded up to kAmxRows, [rows][kTileKeys] each.
+void round_weights_amx(const float* p, std::int64_t rows, BFloat16* p16);
+
+/// o[r][d] += sum over j of p16[r][j] * v[j][d] for r < rows rounded up to kAmxRows: p16 is
+/// [rows][kTileKeys] bfloat16 (round_weights_amx, softmax_tile_amx), `values` from
+/// pack_values_amx, o [rows][dim] float32.
+void accumulate_values_amx(const BFloat16* p16, std::int64_t rows, const BFloat16* values,
+                           std::int64_t dim, float* o);
 
 }  // namespace tileops::cpu

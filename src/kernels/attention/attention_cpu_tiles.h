@@ -11,6 +11,12 @@ namespace tileops::cpu {
 /// Keys per tile: the width of a score tile.
 inline constexpr std::int64_t kTileKeys = 64;
 
+/// Keys [begin, end) of a sequence.
+struct KeySpan {
+  std::int64_t begin = 0;
+  std::int64_t end = 0;
+};
+
 /// s[r][j] = q[r] . k_t[.][j] for r < rows and every j < kTileKeys: q is [rows][dim], k_t the
 /// tile's keys transposed, [dim][kTileKeys], s [rows][kTileKeys].
 void score_tile(const float* q, std::int64_t rows, std::int64_t dim, const float* k_t, float* s);
