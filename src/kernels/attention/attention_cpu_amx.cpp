@@ -14,11 +14,12 @@
 
 #if TILEOPS_AMX_BUILD
 // GCC 12's AVX-512 intrinsics start their "undefined" vectors from themselves, which its
-// -Wmaybe-uninitialized reports (at the header's lines) wherever they inline.
+// -W(maybe-)uninitialized reports (at the header's lines) wherever they inline: off for the
+// header and for this file's AMX code, where they inline (popped before the no-AMX stubs).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
-#pragma GCC diagnostic pop
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -335,6 +336,7 @@ void accumulate_values_amx(const BFloat16* p16, std::int64_t rows, const BFloat1
   accumulate_values(p16, rows, values, dim, o);
 }
 
+#pragma GCC diagnostic pop
 #else  // no AMX build: never available, never called
 
 bool attention_amx_available() {
