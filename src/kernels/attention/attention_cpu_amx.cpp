@@ -189,24 +189,20 @@ TILEOPS_AMX void round_weights(const float* p, std::int64_t rows, BFloat16* p16)
   }
 }
 
-// exp(t) for t <= 0 (scores less their row's maximum), exp_shifted's arithmetic on 16 lanes:
-// exp(t) = 2^k exp(r), k = round(t / ln 2), r = t - k ln 2 (ln 2 in two parts), exp(r) by
-// Cephes' degree-6 polynomial; below -87 (and -inf) 0, NaN kept.
+// exp(t) for t <= 0 (scores less their row's maximum): exp_shifted's function (ExpConstants) on
+// 16 lanes; below the underflow bound (and -inf) 0, NaN kept.
 TILEOPS_AMX __m512 exp_nonpositive(__m512 t) {
-  const __m512 floor = _mm512_set1_ps(-87.0f);
+  using C = ExpConstants;
+  const __m512 floor = _mm512_set1_ps(C::kUnderflow);
   const __mmask16 nan = _mm512_cmp_ps_mask(t, t, _CMP_UNORD_Q);
   const __mmask16 under = _mm512_cmp_ps_mask(t, floor, _CMP_LT_OQ);
-  const __m512 c = _mm512_max_ps(t, floor);  // NaN: -87 (the second operand)
-  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(c, _mm512_set1_ps(1.44269504088896341f)),
+  const __m512 c = _mm512_max_ps(t, floor);  // NaN: the floor (the second operand)
+  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(c, _mm512_set1_ps(C::kLog2e)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), c);
-  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.3981999507e-3f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073e-3f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894e-2f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459e-1f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201e-1f));
+  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(C::kLn2Hi), c);
+  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(C::kLn2Lo), r);
+  __m512 y = _mm512_set1_ps(C::kPoly[0]);
+  for (int p = 1; p < 6; ++p) y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(C::kPoly[p]));
   y = _mm512_fmadd_ps(_mm512_mul_ps(y, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
   const __m512 e = _mm512_scalef_ps(y, k);
   return _mm512_mask_mov_ps(_mm512_mask_mov_ps(e, under, _mm512_setzero_ps()), nan, t);

@@ -269,27 +269,19 @@ TILEOPS_CPU_CLONES void gather_values(const BFloat16* const* rows, std::int64_t 
 }
 
 TILEOPS_CPU_CLONES float exp_shifted(float* __restrict x, std::int64_t n, float shift) {
-  // Cephes' expf: exp(t) = 2^k exp(r), k = round(t / ln 2), r = t - k ln 2 (ln 2 in two parts),
-  // exp(r) by a degree-6 polynomial; branch-free, so that it vectorizes.
-  constexpr float kLog2e = 1.44269504088896341f;
-  constexpr float kLn2Hi = 0.693359375f;
-  constexpr float kLn2Lo = -2.12194440e-4f;
+  // ExpConstants' function, branch-free so that it vectorizes.
+  using C = ExpConstants;
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding and subtracting it rounds
-  constexpr float kUnderflow = -87.0f;   // below: exp(t) < 2^-125, returned as 0
   for (std::int64_t i = 0; i < n; ++i) {
     // Every operation runs unconditionally and the selects pick values (if-converted, vectorized).
     const float t = x[i] - shift;
     const bool nan = t != t;  // kept as NaN; its exponent is computed from 0 (no UB cast)
-    const bool under = t < kUnderflow;
-    const float c = nan ? 0.0f : (under ? kUnderflow : t);
-    const float k = (c * kLog2e + kRound) - kRound;
-    const float r = (c - k * kLn2Hi) - k * kLn2Lo;
-    float y = 1.9875691500e-4f;
-    y = y * r + 1.3981999507e-3f;
-    y = y * r + 8.3334519073e-3f;
-    y = y * r + 4.1665795894e-2f;
-    y = y * r + 1.6666665459e-1f;
-    y = y * r + 5.0000001201e-1f;
+    const bool under = t < C::kUnderflow;
+    const float c = nan ? 0.0f : (under ? C::kUnderflow : t);
+    const float k = (c * C::kLog2e + kRound) - kRound;
+    const float r = (c - k * C::kLn2Hi) - k * C::kLn2Lo;
+    float y = C::kPoly[0];
+    for (int p = 1; p < 6; ++p) y = y * r + C::kPoly[p];
     y = y * r * r + r + 1.0f;
     const auto bits = static_cast<std::uint32_t>(static_cast<std::int32_t>(k) + 127) << 23;
     const float e = y * std::bit_cast<float>(bits);

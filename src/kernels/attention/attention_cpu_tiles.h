@@ -48,6 +48,19 @@ void gather_values(const float* const* rows, std::int64_t n, std::int64_t dim, f
 void gather_values(const Half* const* rows, std::int64_t n, std::int64_t dim, float* v);
 void gather_values(const BFloat16* const* rows, std::int64_t n, std::int64_t dim, float* v);
 
+/// The constants of exp_shifted (Cephes' expf: exp(t) = 2^k exp(r), k = round(t / ln 2),
+/// r = t - k ln 2 with ln 2 in two parts, exp(r) by a degree-6 polynomial), shared with the AMX
+/// path's softmax (attention_cpu_amx.cpp) so that both compute the same function.
+struct ExpConstants {
+  static constexpr float kLog2e = 1.44269504088896341f;
+  static constexpr float kLn2Hi = 0.693359375f;
+  static constexpr float kLn2Lo = -2.12194440e-4f;
+  static constexpr float kUnderflow = -87.0f;  // below: exp(t) < 2^-125, returned as 0
+  // y = p0; y = y r + p1 ... p5; exp(r) = y r^2 + r + 1
+  static constexpr float kPoly[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                                     4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+};
+
 /// x[i] = exp(x[i] - shift) for i < n, where every x[i] - shift <= 0 (scores less their row's
 /// maximum), within 2 units in the last place; -inf gives 0 and NaN stays NaN. Returns the sum.
 float exp_shifted(float* x, std::int64_t n, float shift);
