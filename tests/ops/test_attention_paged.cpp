@@ -384,6 +384,8 @@ TEST(AttentionPaged, CudaPlanComesFromStaticShapes) {
   EXPECT_EQ(attention_paged_plan(1, 1, 32, 8, 16, 16, 132, 2).splits, 4);
   EXPECT_LE(attention_paged_plan(1, 1, 1, 1, 100000, 16, 132, 4).splits,
             cuda_kernels::kAttentionPagedMaxSplits);
+  // One KV head over 32k keys: far under one wave, so the most splits.
+  EXPECT_EQ(attention_paged_plan(1, 1, 4, 1, 2048, 16, 132, 2).splits, 128);
   EXPECT_EQ(attention_paged_plan(0, 0, 32, 8, 256, 16, 132, 2), (Plan{16, 1}));
   EXPECT_EQ(cuda_kernels::attention_paged_workspace_floats(1, 64, 32, 128), 0);
   EXPECT_EQ(cuda_kernels::attention_paged_workspace_floats(33, 1, 32, 128), 33 * 32 * 129);
