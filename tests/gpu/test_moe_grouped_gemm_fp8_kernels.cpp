@@ -195,6 +195,33 @@ TEST(MoEGroupedGemmFP8Kernels, NonFiniteAndZeroScales) {
   }
 }
 
+// The same rules in the second wave of a 256-row tile (tile rows 128-255), whose warpgroups
+// promote (and take the exact path) after the first wave's.
+TEST(MoEGroupedGemmFP8Kernels, NonFiniteScalesPastTheFirst128Rows) {
+  SKIP_WITHOUT_GPU();
+  Problem p = make_problem("scales_wave1", 1, 256, 256, 300, {0, 300}, "none", 0, 31);
+  std::fill(p.a.begin(), p.a.end(), kOne);
+  std::fill(p.b.begin(), p.b.end(), kOne);
+  std::fill(p.as.begin(), p.as.end(), 1.0f);
+  std::fill(p.bs.begin(), p.bs.end(), 1.0f);
+  p.bs[(0 * 2 + 0) * 2 + 1] = 0.0f;                                   // columns 0-127, block 1
+  p.as[140 * 2 + 1] = static_cast<float>(kInf);                       // row 140, block 1
+  p.as[200 * 2 + 0] = static_cast<float>(kNaN);                       // row 200, block 0
+  p.as[270 * 2 + 0] = p.as[270 * 2 + 1] = static_cast<float>(-kInf);  // row 270 (2nd tile)
+  const std::vector<Tensor> in = device_inputs(p);
+  for (const auto& config : ck::grouped_gemm_fp8_tuning_space(launch_args(p, in, in[0]))) {
+    const std::vector<double> got = run_config(p, in, config);
+    check(p, got, "scales_wave1 {" + config.str() + "}");
+    EXPECT_EQ(got[141 * 256 + 5], 128.0);
+    EXPECT_EQ(got[141 * 256 + 130], 256.0);
+    EXPECT_TRUE(std::isnan(got[140 * 256 + 5]));  // inf x 0
+    EXPECT_EQ(got[140 * 256 + 130], kInf);
+    EXPECT_TRUE(std::isnan(got[200 * 256 + 7]));
+    EXPECT_TRUE(std::isnan(got[270 * 256 + 5]));  // -inf x 0 in block 1
+    EXPECT_EQ(got[270 * 256 + 130], -kInf);
+  }
+}
+
 // The masked layout replays from a CUDA graph with new counts and the same result as a launch.
 TEST(MoEGroupedGemmFP8Kernels, MaskedLaunchIsGraphCapturable) {
   SKIP_WITHOUT_GPU();

@@ -1,5 +1,6 @@
 // The FP8 grouped GEMM's configurations on the host: which tile the default takes for a shape
-// (the narrow 64 x 64 tiles where 64 x 256 ones would leave SMs without a tile), that the narrow
+// (the narrow 64 x 64 tiles where 64 x 256 ones would leave SMs without a tile, 256 x 128 ones
+// where they fill the SMs' waves as well as 128 x 128 ones), that the narrow
 // tiles are never offered or launched with a gated activation. Runs in any CUDA build, with or
 // without a GPU (without one the SM count is taken as 132); no pointer below is dereferenced.
 #if TILEOPS_WITH_CUDA
@@ -45,10 +46,23 @@ TEST(GroupedGemmFP8Configs, DecodeSizedDenseGemmsTakeNarrowTiles) {
   EXPECT_EQ(default_tile(shape(1, 2112, 7168, 1)), "64x64/12");
 }
 
-TEST(GroupedGemmFP8Configs, OtherShapesKeepTheirTiles) {
-  // Many rows: 128 x 128; many experts of few rows, or the masked layout: 64 x 256.
+TEST(GroupedGemmFP8Configs, ManyRowsTakeTallTilesWhereTheyFillTheWaves) {
+  // 256 x 128 from 256 rows per expert: 4096 x 4096 is 512 tiles (3.9 waves of 132 SMs), 1024 x
+  // 7168 224 (1.7, as 448 tiles of 128 x 128: 3.4), 8 experts of 256 rows gated to 768 columns 96.
+  EXPECT_EQ(default_tile(shape(4096, 4096, 7168, 1)), "256x128/3");
+  EXPECT_EQ(default_tile(shape(1024, 7168, 16384, 1)), "256x128/3");
+  EXPECT_EQ(default_tile(shape(8 * 4096, 7168, 2048, 8)), "256x128/3");
+  EXPECT_EQ(default_tile(shape(8 * 256, 1536, 2048, 8, 0, MoEActivation::silu_and_mul)),
+            "256x128/3");
+  // Not where their fewer tiles fill the last wave worse: 4096 x 2112 is 272 tiles of 256 x 128
+  // (69% of 3 waves) against 544 of 128 x 128 (82% of 5); nor below 256 rows per expert.
   EXPECT_EQ(default_tile(shape(4096, 2112, 7168, 1)), "128x128/6");
   EXPECT_EQ(default_tile(shape(256 * 128, 4096, 7168, 256)), "128x128/6");
+  EXPECT_EQ(default_tile(shape(255, 4096, 7168, 1)), "128x128/6");
+}
+
+TEST(GroupedGemmFP8Configs, OtherShapesKeepTheirTiles) {
+  // Many experts of few rows, or the masked layout: 64 x 256.
   EXPECT_EQ(default_tile(shape(256 * 32, 4096, 7168, 256)), "64x256/4");
   EXPECT_EQ(default_tile(shape(32 * 128, 4096, 7168, 32, 128)), "64x256/4");
   // A gated activation never takes the narrow tiles, however few the tiles.

@@ -84,6 +84,20 @@ __device__ __forceinline__ void wait_cluster(uint32_t bar, uint32_t parity) {
   } while (done == 0);
 }
 
+/// A 4-byte asynchronous copy from global memory into shared memory at `dst`; zeros where !valid
+/// (nothing is read then). arrive_on_copies tracks its completion.
+__device__ __forceinline__ void copy4_async(uint32_t dst, const void* src, bool valid) {
+  const int size = valid ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(size)
+               : "memory");
+}
+
+/// One arrival on `bar` once every earlier cp.async copy of this thread has completed; the
+/// arrival is one of the barrier's expected count (.noinc), so init counts it.
+__device__ __forceinline__ void arrive_on_copies(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+
 /// 1D bulk copy of `bytes` (a multiple of 16; both addresses 16-byte aligned) from global memory
 /// into this block's shared memory at `dst`, completing on the barrier `bar`.
 __device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes,

@@ -35,15 +35,15 @@ using vec::pack2;
 // instruction hit 32 distinct banks), then the warpgroup's first thread stores the chunk with TMA
 // at (col, row) and goes on without waiting. Before `buf` is written again its previous store
 // must have read it: `reuse` says whether that store exists (waited for by the issuing thread,
-// then a warpgroup barrier).
-template <typename T, int BN, bool GATED>
+// allowing PENDING later stores still reading, then a warpgroup barrier).
+template <typename T, int BN, bool GATED, int PENDING = 1>
 __device__ __forceinline__ void store_chunk(const float (&acc)[BN / 2], int chunk, uint32_t buf,
                                             bool reuse, const CUtensorMap* map, int col, int row,
                                             MoEActivation act, int bar_id, int wt) {
   const int lane = wt & 31;
   const int w4 = wt >> 5;
   if (reuse) {
-    if (wt == 0) bulk_wait_read<1>();
+    if (wt == 0) bulk_wait_read<PENDING>();
     warpgroup_bar(bar_id);
   }
 #pragma unroll

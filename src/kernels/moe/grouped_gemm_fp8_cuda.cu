@@ -56,15 +56,20 @@ constexpr Entry entry() {
   return Entry{BM, BN, STAGES, run<BM, BN, STAGES>};
 }
 
-// Two consumer warpgroups of 64 x 128 (over M, or over N for 64-row tiles), or one.
+// Two consumer warpgroups of 64 x 128 (over M, or over N for 64-row tiles; two waves of them
+// over 256 rows), or one. Stage sizes count the stage's scales.
 const Entry kEntries[] = {
-    entry<128, 128, 6>(),                       // 32 KB stages, 225 KB in all
-    entry<128, 128, 4>(), entry<64, 256, 4>(),  // 40 KB stages, 193 KB
-    entry<64, 128, 8>(),                        // one consumer warpgroup, 24 KB stages, 209 KB
-    entry<64, 64, 12>(),                        // narrow, no activation: 16 KB stages, 209 KB
+    entry<128, 128, 6>(),  // 32.5 KB stages, one store buffer per warpgroup: 212 KB in all
+    entry<128, 128, 4>(),  // 163 KB
+    entry<64, 256, 4>(),   // 40.3 KB stages, 194 KB
+    entry<64, 128, 8>(),   // one consumer warpgroup, 24.3 KB stages, 211 KB
+    entry<64, 64, 12>(),   // narrow, no activation: 16.3 KB stages, 212 KB
+    entry<256, 128, 3>(),  // 49 KB stages, 180 KB
 };
+constexpr int kSquareEntry = 0;    // 128 x 128, 6 stages
 constexpr int kWideRowsEntry = 2;  // 64 x 256
 constexpr int kNarrowEntry = 4;    // 64 x 64
+constexpr int kTallEntry = 5;      // 256 x 128
 
 GroupedGemmFP8CudaConfig to_config(const Entry& e) {
   GroupedGemmFP8CudaConfig c;
@@ -103,6 +108,12 @@ int sm_count() {
   return cuda_device_properties(device).sm_count;
 }
 
+// The fraction of the SMs' waves that `tiles` equal tiles fill.
+double wave_fill(int64_t tiles, int sms) {
+  const int64_t waves = (tiles + sms - 1) / sms;
+  return waves == 0 ? 1.0 : static_cast<double>(tiles) / static_cast<double>(waves * sms);
+}
+
 }  // namespace
 
 std::string GroupedGemmFP8CudaConfig::str() const {
@@ -133,12 +144,23 @@ std::optional<std::string> grouped_gemm_fp8_refusal(const GroupedGemmFP8Args& a)
 
 // Up to 64 rows per expert, and the masked layout (whose counts the host does not know; decode
 // fills a fraction of max_m), tiles of 64 rows whose two warpgroups split 256 B rows: a 128-row
-// tile would leave one warpgroup idle. More rows: 128 x 128 with 6 stages. Both are bound by the
-// weights' bytes on the DeepSeek-V3 shapes (docs/perf/2026-12-02-h200-fp8-grouped-gemm.md).
-// When 64 x 256 tiles would not give every SM one (a dense GEMM of a decode batch: 64 rows x 2112
-// columns are 9 tiles), 64 x 64 tiles spread the weights' bytes over 4x the blocks.
+// tile would leave one warpgroup idle. More rows: 128 x 128 with 6 stages, or from 256 rows per
+// expert 256 x 128 (two waves per warpgroup, a quarter less L2 traffic per product) unless its
+// fewer tiles fill the SMs' last wave worse (docs/perf/2026-12-05-fp8-gemm-tall-tiles.md). The
+// 64-row and 128 x 128 tiles are bound by the weights' bytes on the DeepSeek-V3 grouped shapes
+// (docs/perf/2026-12-02-h200-fp8-grouped-gemm.md). When 64 x 256 tiles would not give every SM
+// one (a dense GEMM of a decode batch: 64 rows x 2112 columns are 9 tiles), 64 x 64 tiles spread
+// the weights' bytes over 4x the blocks.
 GroupedGemmFP8CudaConfig grouped_gemm_fp8_default_config(const GroupedGemmFP8Args& a) {
-  if (a.max_m == 0 && rows_per_expert(a) > 64) return to_config(kEntries[0]);
+  const int64_t rows = rows_per_expert(a);
+  if (a.max_m == 0 && rows > 64) {
+    const int64_t n_tiles =
+        (has_activation(a) ? a.N / 2 + 63 : a.N + 127) / (has_activation(a) ? 64 : 128);
+    const int sms = sm_count();
+    const double tall = wave_fill(a.E * ((rows + 255) / 256) * n_tiles, sms);
+    const double square = wave_fill(a.E * ((rows + 127) / 128) * n_tiles, sms);
+    return to_config(kEntries[rows >= 256 && tall >= 0.9 * square ? kTallEntry : kSquareEntry]);
+  }
   const int64_t row_tiles = a.max_m > 0 ? a.E * ((a.max_m + 63) / 64) : (a.M + 63) / 64;
   const int64_t wide_tiles = row_tiles * ((a.N + 255) / 256);
   const bool narrow = !has_activation(a) && wide_tiles < sm_count();

@@ -8,22 +8,27 @@
 // (with the masked layout's row groups: expert e owns rows [e max_m, e max_m + count_e)) and TMA
 // store epilogue. A stage holds one K block of 128 (the scales' block): the A tile [block_m][128]
 // and the B tile [block_n][128] of e4m3 bytes, rows of 128 bytes in the 128-byte swizzle, so the
-// descriptors are the bf16 kernel's. Consumer warpgroup w computes a 64 x 128 piece of the tile
-// (m-slice w % (block_m / 64), n-slice w / (block_m / 64)); the n-slice's 128 B rows are 128 output
-// columns, or with a gated activation 64 gate rows then the 64 matching up rows (two TMA boxes),
-// so that accumulator column groups i and i + 8 are gate and up of the same output columns. Narrow
-// tiles (block_n 64, no activation: GEMMs of few rows, whose weights 128-column slices would
-// spread over too few blocks) have one 64 x 64 slice, issued as m64n64k32.
+// descriptors are the bf16 kernel's, and the block's scales (the tile rows' activation scales, the
+// gate and up weight scales), which the producer warp's lanes copy with cp.async tracked by the
+// stage's full barrier: the consumers' loop holds no global pointers and waits on no global load.
+//
+// Consumer warpgroup w computes a 64 x 128 piece of the tile (m-slice w % (block_m / 64), n-slice
+// w / (block_m / 64)). A 256-row tile gives each of the two warpgroups two pieces (waves: m-slices
+// w and w + 2) computed one after the other from each stage, so that a stage's 48 KB feed twice
+// the products of a 128 x 128 tile's 32 KB. The n-slice's 128 B rows are 128 output columns, or
+// with a gated activation 64 gate rows then the 64 matching up rows (two TMA boxes), so that
+// accumulator column groups i and i + 8 are gate and up of the same output columns. Narrow tiles
+// (block_n 64, no activation: GEMMs of few rows, whose weights 128-column slices would spread over
+// too few blocks) have one 64 x 64 slice, issued as m64n64k32.
 //
 // Per K block a warpgroup issues 4 wgmma m64n128k32 into block accumulators (the first with
 // scale-d = 0), waits for them, and promotes them into the float32 accumulators: acc += s * blk
 // with s = a_scale[row][kb] * b_scale[n-block][kb] (fused multiply-add), DeepSeek-V3's
 // promotion, which bounds what the tensor core's narrower accumulation can lose to one K block.
-// The scales of block kb + 1 are loaded (from L2) while block kb's wgmma run. Where s is not
-// finite (a scale of inf or NaN, or 0 times inf), the product of the block sums is not the
-// manifest's value (a zero e4m3 value times an infinite scale is NaN there): those elements take
-// sum_k (a_k s_a)(b_k s_b) in float32 from the stage's shared memory instead, before the stage is
-// released.
+// Where s is not finite (a scale of inf or NaN, or 0 times inf), the product of the block sums is
+// not the manifest's value (a zero e4m3 value times an infinite scale is NaN there): those
+// elements take sum_k (a_k s_a)(b_k s_b) in float32 from the stage's shared memory instead,
+// before the stage is released.
 //
 // Rows past an expert's end and B rows past N read other rows (in bounds; past the tensors' end
 // TMA fills zeros); a row or a column only reaches its own output element, which the epilogue
@@ -74,7 +79,12 @@ struct FP8Shape {
   static constexpr int kAcc = kSliceN / 2;  // fp32 accumulators per thread
   static constexpr int kMSlices = BM / 64;
   static constexpr int kNSlices = BN / kSliceN;
-  static constexpr int kConsumers = kMSlices * kNSlices;
+  static constexpr int kSlices = kMSlices * kNSlices;
+  // At most two consumer warpgroups (registers). A 256-row tile gives each two 64-row slices
+  // (waves), computed one after the other from the same stage: wave v of warpgroup w is m-slice
+  // 2 v + w, so that a tile of at most 128 rows keeps both warpgroups busy.
+  static constexpr int kConsumers = kSlices < 2 ? kSlices : 2;
+  static constexpr int kWaves = kSlices / kConsumers;
   static constexpr int kThreads = 128 * (kConsumers + 1);
   static constexpr int kABytes = BM * 128;
   static constexpr int kBBytes = BN * 128;
@@ -82,11 +92,25 @@ struct FP8Shape {
   // Per consumer warpgroup two store buffers of 64 rows x 64 bf16 columns.
   static constexpr int kChunkBytes = 64 * 128;
   static constexpr int kStoreOffset = STAGES * kStageBytes;
-  static constexpr int kBarOffset = kStoreOffset + kConsumers * 2 * kChunkBytes;
+  // Per stage: the activation scales of the tile's rows, then gate and up weight scales per
+  // n-slice.
+  static constexpr int kScaleBytes = (BM + 4) * 4;
+  // Two store buffers per consumer warpgroup where they fit (a chunk's TMA store then overlaps
+  // writing the next), else one.
+  static constexpr int kFixedBytes = STAGES * (kStageBytes + kScaleBytes + 16) + 1024;
+  static constexpr int kStoreBuffers = kFixedBytes + kConsumers * 2 * kChunkBytes <= 232448 ? 2 : 1;
+  static constexpr int kScaleOffset = kStoreOffset + kConsumers * kStoreBuffers * kChunkBytes;
+  static constexpr int kBarOffset = kScaleOffset + STAGES * kScaleBytes;
   static constexpr int kSmem = kBarOffset + 16 * STAGES + 1024;
-  static_assert(BM == 64 || BM == 128, "block_m must be 64 or 128");
+  static_assert(BM == 64 || BM == 128 || BM == 256, "block_m must be 64, 128 or 256");
   static_assert(BN == 64 || BN == 128 || BN == 256, "block_n must be 64, 128 or 256");
-  static_assert(kConsumers <= 2, "at most two consumer warpgroups (registers)");
+  static_assert(kWaves == 1 || (kWaves == 2 && kNSlices == 1 && kSliceN == 128),
+                "two waves only over the 64-row slices of a 256 x 128 tile (registers)");
+  // The m-slice (64 rows) of warpgroup cw's wave v, and the n-slice of warpgroup cw.
+  static constexpr int m_slice(int cw, int v) {
+    return kWaves == 1 ? cw % kMSlices : v * kConsumers + cw;
+  }
+  static constexpr int n_slice(int cw) { return kWaves == 1 ? cw / kMSlices : 0; }
   static_assert(kSmem <= 232448, "over the 227 KB of shared memory a block can have");
 };
 
@@ -116,6 +140,166 @@ __device__ __forceinline__ float exact_block(uint32_t a_row, int a_r, uint32_t b
     sum += (a * sa) * (b * sb);
   }
   return sum;
+}
+
+// acc += s * blk for one K block's sums of a 64-row slice (r_lo: the slice's tile row of the
+// thread's first accumulator row) with s = a_scale(row) * b_scale(gate or up block); where s is
+// not finite, the exact sum from the stage `st` instead (see the file comment).
+template <class S>
+__device__ __forceinline__ void promote(float (&acc)[S::kAcc], const float (&blk)[S::kAcc],
+                                        uint32_t st, int r_lo, int ni, int lane, float sa0,
+                                        float sa1, float sg, float su) {
+  // s[h][g]: row half h (rows r_lo, r_lo + 8), column half g (gate / up).
+  const float s00 = sa0 * sg;
+  const float s10 = sa1 * sg;
+  const float s01 = sa0 * su;
+  const float s11 = sa1 * su;
+  if (isfinite(s00) && isfinite(s10) && isfinite(s01) && isfinite(s11)) {
+#pragma unroll
+    for (int j = 0; j < S::kAcc; ++j) {
+      const int h = (j >> 1) & 1;
+      const bool up = j >= S::kAcc / 2;
+      const float s = h == 0 ? (up ? s01 : s00) : (up ? s11 : s10);
+      acc[j] = fmaf(s, blk[j], acc[j]);
+    }
+    return;
+  }
+  // Rare: the elements whose s is finite first (the block accumulators are then dead), then the
+  // exact sums of the others through a local array (a loop, not unrolled, so that the common path
+  // keeps its registers).
+#pragma unroll
+  for (int j = 0; j < S::kAcc; ++j) {
+    const int h = (j >> 1) & 1;
+    const bool up = j >= S::kAcc / 2;
+    const float s = h == 0 ? (up ? s01 : s00) : (up ? s11 : s10);
+    if (isfinite(s)) acc[j] = fmaf(s, blk[j], acc[j]);
+  }
+  float exact[S::kAcc];
+#pragma unroll 1
+  for (int j = 0; j < S::kAcc; ++j) {
+    const int h = (j >> 1) & 1;
+    const bool up = j >= S::kAcc / 2;
+    exact[j] = 0.f;
+    if (isfinite(h == 0 ? (up ? s01 : s00) : (up ? s11 : s10))) continue;
+    const int ar = r_lo + 8 * h;                                               // A tile row
+    const int br = ni * S::kSliceN + 8 * (j >> 2) + 2 * (lane & 3) + (j & 1);  // B tile row
+    exact[j] = exact_block(st + static_cast<uint32_t>(ar * 128), ar,
+                           st + static_cast<uint32_t>(S::kABytes + br * 128), br,
+                           h == 0 ? sa0 : sa1, up ? su : sg);
+  }
+#pragma unroll
+  for (int j = 0; j < S::kAcc; ++j) {
+    const int h = (j >> 1) & 1;
+    const bool up = j >= S::kAcc / 2;
+    if (!isfinite(h == 0 ? (up ? s01 : s00) : (up ? s11 : s10))) acc[j] += exact[j];
+  }
+}
+
+// The epilogue of one 64-row slice (m-slice mi; r_lo as for promote; col0 its first output
+// column): a slice whose 64 rows all belong to the expert stores through the warpgroup's store
+// buffers (S::kStoreBuffers) with TMA (`stores` counts the chunks stored so far), the others from
+// registers. Row r_lo (+ 8) of the tile; column group i holds columns 8 i + 2 (lane % 4) (+ 1) of
+// the slice.
+template <class S>
+__device__ __forceinline__ void store_slice(const FP8GemmParams& p, const float (&acc)[S::kAcc],
+                                            const TileInfo& ti, int mi, int col0, int r_lo,
+                                            uint32_t store_buf, int& stores,
+                                            const CUtensorMap* tma_c, bool pair, int cw, int wt) {
+  const int lane = wt & 31;
+  const bool is_gated = p.act != MoEActivation::none;
+  const int row = ti.row0 + mi * 64;
+  if (p.tma_store != 0 && ti.rows >= (mi + 1) * 64) {
+    if (S::kSliceN == 128 && is_gated) {
+      if constexpr (S::kSliceN == 128) {  // (not instantiated for the narrow tiles)
+        if (col0 < p.n_out) {
+          store_chunk<__nv_bfloat16, S::kSliceN, true, S::kStoreBuffers - 1>(
+              acc, 0, store_buf + (stores % S::kStoreBuffers) * S::kChunkBytes,
+              stores >= S::kStoreBuffers, tma_c, col0, row, p.act, 1 + cw, wt);
+          ++stores;
+        }
+      }
+    } else {
+#pragma unroll
+      for (int ch = 0; ch < S::kSliceN / 64; ++ch) {
+        if (col0 + 64 * ch >= p.n_out) break;
+        store_chunk<__nv_bfloat16, S::kSliceN, false, S::kStoreBuffers - 1>(
+            acc, ch, store_buf + (stores % S::kStoreBuffers) * S::kChunkBytes,
+            stores >= S::kStoreBuffers, tma_c, col0 + 64 * ch, row, p.act, 1 + cw, wt);
+        ++stores;
+      }
+    }
+    return;
+  }
+  auto* C = static_cast<__nv_bfloat16*>(p.c);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = r_lo + 8 * h;
+    if (r >= ti.rows) continue;
+    __nv_bfloat16* crow = C + static_cast<int64_t>(ti.row0 + r) * p.n_out;
+    if (S::kSliceN == 128 && is_gated) {
+#pragma unroll
+      for (int i = 0; i < S::kSliceN / 16; ++i) {
+        const int64_t col = col0 + 8 * i + 2 * (lane & 3);
+        constexpr int kUp = S::kSliceN / 16;  // the up half's first column group
+        const float v0 = gated(p.act, acc[4 * i + 2 * h], acc[4 * (i + kUp) + 2 * h]);
+        const float v1 = gated(p.act, acc[4 * i + 2 * h + 1], acc[4 * (i + kUp) + 2 * h + 1]);
+        store_pair<__nv_bfloat16>(crow, col, p.n_out, pair, v0, v1);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < S::kSliceN / 8; ++i) {
+        const int64_t col = col0 + 8 * i + 2 * (lane & 3);
+        store_pair<__nv_bfloat16>(crow, col, p.n_out, pair, acc[4 * i + 2 * h],
+                                  acc[4 * i + 2 * h + 1]);
+      }
+    }
+  }
+}
+
+#endif  // TILEOPS_SM90A_BODY
+
+// The first output column of n-slice ni of the tile, and the weight-scale block of its gate (or
+// up) half (one each: the CUDA adapter admits block_n = 128 with N / 2 % 64 == 0 when gated).
+template <class S>
+__device__ __forceinline__ int slice_col0(const FP8GemmParams& p, const TileInfo& ti, int ni) {
+  constexpr int BN = S::kSliceN * S::kNSlices;
+  return p.act != MoEActivation::none ? ti.n_tile * (BN / 2) + ni * 64
+                                      : ti.n_tile * BN + ni * S::kSliceN;
+}
+__device__ __forceinline__ int scale_block(const FP8GemmParams& p, int col0, bool up) {
+  const int col = up && p.act != MoEActivation::none ? static_cast<int>(p.N / 2) + col0 : col0;
+  return min(col / 128, p.nblocks - 1);
+}
+
+#if TILEOPS_SM90A_BODY
+
+__device__ __forceinline__ float ld_shared_f32(uint32_t addr) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(addr));
+  return v;
+}
+
+// The producer warp's copies of K block kb's scales into a stage: the tile's activation scales (0
+// past its rows) and each n-slice's gate and up weight scales, tracked by the stage's full
+// barrier through one arrival per lane.
+template <class S>
+__device__ __forceinline__ void stage_scales(const FP8GemmParams& p, const TileInfo& ti, int kb,
+                                             uint32_t dst, int lane, uint32_t full) {
+  constexpr int BM = S::kMSlices * 64;
+#pragma unroll
+  for (int r = lane; r < BM; r += 32) {
+    const bool valid = r < ti.rows;
+    const float* src =
+        p.a_scales + static_cast<int64_t>(ti.row0 + (valid ? r : 0)) * p.kblocks + kb;
+    mbarrier::copy4_async(dst + 4 * r, src, valid);
+  }
+  if (lane < 2 * S::kNSlices) {
+    const int blk = scale_block(p, slice_col0<S>(p, ti, lane >> 1), (lane & 1) != 0);
+    const float* src =
+        p.b_scales + (static_cast<int64_t>(ti.expert) * p.nblocks + blk) * p.kblocks + kb;
+    mbarrier::copy4_async(dst + 4 * BM + 4 * lane, src, true);
+  }
+  mbarrier::arrive_on_copies(full);
 }
 
 #endif  // TILEOPS_SM90A_BODY
@@ -165,7 +349,7 @@ __global__ void __launch_bounds__(FP8Shape<BM, BN, STAGES>::kThreads, 1)
 
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
-      mbarrier::init(full_bar + 8 * s, 1);
+      mbarrier::init(full_bar + 8 * s, 1 + 32);  // the tiles' bytes, the scale copies per lane
       mbarrier::init(empty_bar + 8 * s, 4 * S::kConsumers);
     }
     mbarrier::fence_init();
@@ -177,7 +361,8 @@ __global__ void __launch_bounds__(FP8Shape<BM, BN, STAGES>::kThreads, 1)
     // each and the rare exact path of non-finite scales).
     if constexpr (S::kConsumers == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
     if (warp == 0) {
-      // Producer: every lane runs the cursor, lane 0 issues the loads.
+      // Producer: every lane runs the cursor, lane 0 issues the tile loads, then every lane
+      // copies some of the stage's scales (lane 0 has seen the stage empty).
       if (lane == 0) {
         tma_prefetch(&tma_a);
         tma_prefetch(&tma_b);
@@ -187,11 +372,11 @@ __global__ void __launch_bounds__(FP8Shape<BM, BN, STAGES>::kThreads, 1)
       int stage = 0;
       uint32_t phase = 0;
       for (long long t = blockIdx.x; cursor.find(p, BM, t, ti); t += gridDim.x) {
-        if (lane == 0) {
-          const int en = ti.expert * N;
-          for (int kb = 0; kb < KT; ++kb) {
+        const int en = ti.expert * N;
+        for (int kb = 0; kb < KT; ++kb) {
+          const uint32_t full = full_bar + 8 * stage;
+          if (lane == 0) {
             mbarrier::wait(empty_bar + 8 * stage, phase ^ 1u);
-            const uint32_t full = full_bar + 8 * stage;
             mbarrier::arrive_expect_tx(full, S::kStageBytes);
             const uint32_t sa = base + static_cast<uint32_t>(stage * S::kStageBytes);
             tma_load_2d(sa, &tma_a, kb * 128, ti.row0, full);
@@ -214,10 +399,14 @@ __global__ void __launch_bounds__(FP8Shape<BM, BN, STAGES>::kThreads, 1)
               tma_load_2d(sb, &tma_b, kb * 128, row_lo, full);
               tma_load_2d(sb + 64 * 128, &tma_b, kb * 128, row_hi, full);
             }
-            if (++stage == STAGES) {
-              stage = 0;
-              phase ^= 1u;
-            }
+          }
+          __syncwarp();
+          stage_scales<S>(p, ti, kb,
+                          base + static_cast<uint32_t>(S::kScaleOffset + stage * S::kScaleBytes),
+                          lane, full);
+          if (++stage == STAGES) {
+            stage = 0;
+            phase ^= 1u;
           }
         }
         __syncwarp();
@@ -226,18 +415,15 @@ __global__ void __launch_bounds__(FP8Shape<BM, BN, STAGES>::kThreads, 1)
   } else {
     if constexpr (S::kConsumers == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
     const int cw = wg - 1;
-    const int mi = cw % S::kMSlices;
-    const int ni = cw / S::kMSlices;
+    const int ni = S::n_slice(cw);
     const int w4 = warp & 3;
     const int wt = tid - 128 * wg;
-    const int r_lo = mi * 64 + w4 * 16 + (lane >> 2);  // tile row of accumulator half h = 0
+    const int r_in = w4 * 16 + (lane >> 2);  // a slice row of accumulator half h = 0
     const uint32_t store_buf =
-        base + static_cast<uint32_t>(S::kStoreOffset + cw * 2 * S::kChunkBytes);
+        base + static_cast<uint32_t>(S::kStoreOffset + cw * S::kStoreBuffers * S::kChunkBytes);
     int stores = 0;
-    auto* C = static_cast<__nv_bfloat16*>(p.c);
-    const bool pair = (reinterpret_cast<uintptr_t>(C) & 3u) == 0 && (p.n_out & 1) == 0;
-    const int half_n = N / 2;
-    float acc[S::kAcc];
+    const bool pair = (reinterpret_cast<uintptr_t>(p.c) & 3u) == 0 && (p.n_out & 1) == 0;
+    float acc[S::kWaves][S::kAcc];
     float blk[S::kAcc];
     TileCursor cursor;
     TileInfo ti;
@@ -245,7 +431,7 @@ __global__ void __launch_bounds__(FP8Shape<BM, BN, STAGES>::kThreads, 1)
     uint32_t phase = 0;
     for (long long t = blockIdx.x; cursor.find(p, BM, t, ti); t += gridDim.x) {
       const int rows = ti.rows;
-      if (rows <= mi * 64) {
+      if (rows <= S::m_slice(cw, 0) * 64) {
         // None of this warpgroup's rows belongs to the expert: release the stages unread.
         for (int kb = 0; kb < KT; ++kb) {
           mbarrier::wait(full_bar + 8 * stage, phase);
@@ -258,95 +444,40 @@ __global__ void __launch_bounds__(FP8Shape<BM, BN, STAGES>::kThreads, 1)
         }
         continue;
       }
-      // This slice's first output column and the weight-scale blocks of its gate and up halves
-      // (one each: the CUDA adapter admits block_n = 128 with N / 2 % 64 == 0 when gated).
-      const int col0 = is_gated ? ti.n_tile * (BN / 2) + ni * 64 : ti.n_tile * BN + ni * S::kSliceN;
-      const int gate_blk = min(col0 / 128, p.nblocks - 1);
-      const int up_blk = is_gated ? min((half_n + col0) / 128, p.nblocks - 1) : gate_blk;
-      const float* bs = p.b_scales + static_cast<int64_t>(ti.expert) * p.nblocks * KT;
-      const float* bs_gate = bs + static_cast<int64_t>(gate_blk) * KT;
-      const float* bs_up = bs + static_cast<int64_t>(up_blk) * KT;
-      const bool valid0 = r_lo < rows;
-      const bool valid1 = r_lo + 8 < rows;
-      const float* as0 = p.a_scales + static_cast<int64_t>(ti.row0 + (valid0 ? r_lo : 0)) * KT;
-      const float* as1 = p.a_scales + static_cast<int64_t>(ti.row0 + (valid1 ? r_lo + 8 : 0)) * KT;
-      float next_a0 = valid0 ? __ldg(as0) : 0.f;
-      float next_a1 = valid1 ? __ldg(as1) : 0.f;
-      float next_g = __ldg(bs_gate);
-      float next_u = __ldg(bs_up);
+      const int col0 = slice_col0<S>(p, ti, ni);
 #pragma unroll
-      for (int i = 0; i < S::kAcc; ++i) acc[i] = 0.f;
+      for (int v = 0; v < S::kWaves; ++v) {
+#pragma unroll
+        for (int i = 0; i < S::kAcc; ++i) acc[v][i] = 0.f;
+      }
       for (int kb = 0; kb < KT; ++kb) {
-        const float sa0 = next_a0;
-        const float sa1 = next_a1;
-        const float sg = next_g;
-        const float su = next_u;
         mbarrier::wait(full_bar + 8 * stage, phase);
         const uint32_t st = base + static_cast<uint32_t>(stage * S::kStageBytes);
-        const uint32_t sa = st + static_cast<uint32_t>(mi * 64 * 128);
+        const uint32_t sc = base + static_cast<uint32_t>(S::kScaleOffset + stage * S::kScaleBytes);
+        const float sg = ld_shared_f32(sc + 4 * (S::kMSlices * 64 + 2 * ni));
+        const float su = ld_shared_f32(sc + 4 * (S::kMSlices * 64 + 2 * ni + 1));
         const uint32_t sb = st + static_cast<uint32_t>(S::kABytes + ni * S::kSliceN * 128);
-        fence_regs(blk);
-        wgmma_fence();
 #pragma unroll
-        for (int ks = 0; ks < 4; ++ks) {
-          if constexpr (S::kSliceN == 64) {
-            wgmma_n64_e4m3(blk, smem_desc(sa + 32 * ks), smem_desc(sb + 32 * ks), ks);
-          } else {
-            wgmma_n128_e4m3(blk, smem_desc(sa + 32 * ks), smem_desc(sb + 32 * ks), ks);
-          }
-        }
-        wgmma_commit();
-        if (kb + 1 < KT) {
-          next_a0 = valid0 ? __ldg(as0 + kb + 1) : 0.f;
-          next_a1 = valid1 ? __ldg(as1 + kb + 1) : 0.f;
-          next_g = __ldg(bs_gate + kb + 1);
-          next_u = __ldg(bs_up + kb + 1);
-        }
-        wgmma_wait<0>();
-        fence_regs(blk);
-        // s[h][g]: row half h (rows r_lo, r_lo + 8), column half g (gate / up).
-        const float s00 = sa0 * sg;
-        const float s10 = sa1 * sg;
-        const float s01 = sa0 * su;
-        const float s11 = sa1 * su;
-        if (isfinite(s00) && isfinite(s10) && isfinite(s01) && isfinite(s11)) {
+        for (int v = 0; v < S::kWaves; ++v) {
+          const int mi = S::m_slice(cw, v);
+          if (v > 0 && rows <= mi * 64) break;  // (warp-uniform) this and later waves: no rows
+          const uint32_t sa = st + static_cast<uint32_t>(mi * 64 * 128);
+          const float sa0 = ld_shared_f32(sc + 4 * (mi * 64 + r_in));
+          const float sa1 = ld_shared_f32(sc + 4 * (mi * 64 + r_in + 8));
+          fence_regs(blk);
+          wgmma_fence();
 #pragma unroll
-          for (int j = 0; j < S::kAcc; ++j) {
-            const int h = (j >> 1) & 1;
-            const bool up = j >= S::kAcc / 2;
-            const float s = h == 0 ? (up ? s01 : s00) : (up ? s11 : s10);
-            acc[j] = fmaf(s, blk[j], acc[j]);
+          for (int ks = 0; ks < 4; ++ks) {
+            if constexpr (S::kSliceN == 64) {
+              wgmma_n64_e4m3(blk, smem_desc(sa + 32 * ks), smem_desc(sb + 32 * ks), ks);
+            } else {
+              wgmma_n128_e4m3(blk, smem_desc(sa + 32 * ks), smem_desc(sb + 32 * ks), ks);
+            }
           }
-        } else {
-          // Rare: the elements whose s is finite first (the block accumulators are then dead),
-          // then the exact sums of the others through a local array (a loop, not unrolled, so
-          // that the common path keeps its registers).
-#pragma unroll
-          for (int j = 0; j < S::kAcc; ++j) {
-            const int h = (j >> 1) & 1;
-            const bool up = j >= S::kAcc / 2;
-            const float s = h == 0 ? (up ? s01 : s00) : (up ? s11 : s10);
-            if (isfinite(s)) acc[j] = fmaf(s, blk[j], acc[j]);
-          }
-          float exact[S::kAcc];
-#pragma unroll 1
-          for (int j = 0; j < S::kAcc; ++j) {
-            const int h = (j >> 1) & 1;
-            const bool up = j >= S::kAcc / 2;
-            exact[j] = 0.f;
-            if (isfinite(h == 0 ? (up ? s01 : s00) : (up ? s11 : s10))) continue;
-            const int ar = r_lo + 8 * h;                                               // A tile row
-            const int br = ni * S::kSliceN + 8 * (j >> 2) + 2 * (lane & 3) + (j & 1);  // B row
-            exact[j] = exact_block(st + static_cast<uint32_t>(ar * 128), ar,
-                                   st + static_cast<uint32_t>(S::kABytes + br * 128), br,
-                                   h == 0 ? sa0 : sa1, up ? su : sg);
-          }
-#pragma unroll
-          for (int j = 0; j < S::kAcc; ++j) {
-            const int h = (j >> 1) & 1;
-            const bool up = j >= S::kAcc / 2;
-            if (!isfinite(h == 0 ? (up ? s01 : s00) : (up ? s11 : s10))) acc[j] += exact[j];
-          }
+          wgmma_commit();
+          wgmma_wait<0>();
+          fence_regs(blk);
+          promote<S>(acc[v], blk, st, mi * 64 + r_in, ni, lane, sa0, sa1, sg, su);
         }
         __syncwarp();
         if (lane == 0) mbarrier::arrive(empty_bar + 8 * stage);
@@ -355,54 +486,12 @@ __global__ void __launch_bounds__(FP8Shape<BM, BN, STAGES>::kThreads, 1)
           phase ^= 1u;
         }
       }
-      // Epilogue: rows r_lo (+ 8) of the tile; column group i holds columns 8 i + 2 (lane % 4)
-      // (+ 1) of the slice. A warpgroup whose 64 rows all belong to the expert stores through its
-      // two store buffers with TMA; the others store from registers.
-      const int row = ti.row0 + mi * 64;
-      if (p.tma_store != 0 && rows >= (mi + 1) * 64) {
-        if (S::kSliceN == 128 && is_gated) {
-          if constexpr (S::kSliceN == 128) {  // (not instantiated for the narrow tiles)
-            if (col0 < p.n_out) {
-              store_chunk<__nv_bfloat16, S::kSliceN, true>(
-                  acc, 0, store_buf + (stores & 1) * S::kChunkBytes, stores >= 2, &tma_c, col0, row,
-                  p.act, 1 + cw, wt);
-              ++stores;
-            }
-          }
-        } else {
 #pragma unroll
-          for (int ch = 0; ch < S::kSliceN / 64; ++ch) {
-            if (col0 + 64 * ch >= p.n_out) break;
-            store_chunk<__nv_bfloat16, S::kSliceN, false>(
-                acc, ch, store_buf + (stores & 1) * S::kChunkBytes, stores >= 2, &tma_c,
-                col0 + 64 * ch, row, p.act, 1 + cw, wt);
-            ++stores;
-          }
-        }
-        continue;
-      }
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = r_lo + 8 * h;
-        if (r >= rows) continue;
-        __nv_bfloat16* crow = C + static_cast<int64_t>(ti.row0 + r) * p.n_out;
-        if (S::kSliceN == 128 && is_gated) {
-#pragma unroll
-          for (int i = 0; i < S::kSliceN / 16; ++i) {
-            const int64_t col = col0 + 8 * i + 2 * (lane & 3);
-            constexpr int kUp = S::kSliceN / 16;  // the up half's first column group
-            const float v0 = gated(p.act, acc[4 * i + 2 * h], acc[4 * (i + kUp) + 2 * h]);
-            const float v1 = gated(p.act, acc[4 * i + 2 * h + 1], acc[4 * (i + kUp) + 2 * h + 1]);
-            store_pair<__nv_bfloat16>(crow, col, p.n_out, pair, v0, v1);
-          }
-        } else {
-#pragma unroll
-          for (int i = 0; i < S::kSliceN / 8; ++i) {
-            const int64_t col = col0 + 8 * i + 2 * (lane & 3);
-            store_pair<__nv_bfloat16>(crow, col, p.n_out, pair, acc[4 * i + 2 * h],
-                                      acc[4 * i + 2 * h + 1]);
-          }
-        }
+      for (int v = 0; v < S::kWaves; ++v) {
+        const int mi = S::m_slice(cw, v);
+        if (v > 0 && rows <= mi * 64) break;
+        store_slice<S>(p, acc[v], ti, mi, col0, mi * 64 + r_in, store_buf, stores, &tma_c, pair, cw,
+                       wt);
       }
     }
     if (wt == 0) bulk_wait_all();  // the TMA stores have read their buffers and written c
