@@ -178,6 +178,11 @@ TEST(AttentionPagedGpu, LargeBatchesOneSplitAndManySplits) {
                      std::vector<std::int32_t>(4, 2048)};
   const Case c{.heads_q = 32, .heads_kv = 8};
   for (const Batch* b : {&many, &one, &chunks}) expect_matches_cpu(c, *b, describe(c, *b, ""));
+  // One KV head over 32k keys: the plan's most splits (128; tests/ops/test_attention_paged.cpp),
+  // every one merged through its lse.
+  const Batch longest{"decode 1 x 32k", {1}, {32768}};
+  const Case one_head{.heads_q = 4, .heads_kv = 1};
+  expect_matches_cpu(one_head, longest, describe(one_head, longest, ""));
 }
 
 TEST(AttentionPagedGpu, UnusedCacheRowsAndTableEntriesAreNeverRead) {
