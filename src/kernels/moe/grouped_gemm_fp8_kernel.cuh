@@ -358,7 +358,7 @@ __global__ void __launch_bounds__(FP8Shape<BM, BN, STAGES>::kThreads, 1)
 
   if (wg == 0) {
     // The producer warpgroup gives registers to the consumers (two of them hold 128 accumulators
-    // each and the rare exact path of non-finite scales).
+    // each, 192 with two waves, and the rare exact path of non-finite scales).
     if constexpr (S::kConsumers == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
     if (warp == 0) {
       // Producer: every lane runs the cursor, lane 0 issues the tile loads, then every lane
