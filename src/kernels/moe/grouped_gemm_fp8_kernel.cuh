@@ -89,16 +89,19 @@ struct FP8Shape {
   static constexpr int kABytes = BM * 128;
   static constexpr int kBBytes = BN * 128;
   static constexpr int kStageBytes = kABytes + kBBytes;
-  // Per consumer warpgroup two store buffers of 64 rows x 64 bf16 columns.
+  // A store buffer: 64 rows x 64 bf16 columns.
   static constexpr int kChunkBytes = 64 * 128;
+  static constexpr int kMaxSmem = 232448;  // the 227 KB of shared memory a block can have
   static constexpr int kStoreOffset = STAGES * kStageBytes;
   // Per stage: the activation scales of the tile's rows, then gate and up weight scales per
   // n-slice.
   static constexpr int kScaleBytes = (BM + 4) * 4;
-  // Two store buffers per consumer warpgroup where they fit (a chunk's TMA store then overlaps
-  // writing the next), else one.
-  static constexpr int kFixedBytes = STAGES * (kStageBytes + kScaleBytes + 16) + 1024;
-  static constexpr int kStoreBuffers = kFixedBytes + kConsumers * 2 * kChunkBytes <= 232448 ? 2 : 1;
+  // Two store buffers per consumer warpgroup where they fit beside the stages, their scales and
+  // barriers and the alignment slack (a chunk's TMA store then overlaps writing the next), else
+  // one.
+  static constexpr int kBesideStores = STAGES * (kStageBytes + kScaleBytes + 16) + 1024;
+  static constexpr int kStoreBuffers =
+      kBesideStores + kConsumers * 2 * kChunkBytes <= kMaxSmem ? 2 : 1;
   static constexpr int kScaleOffset = kStoreOffset + kConsumers * kStoreBuffers * kChunkBytes;
   static constexpr int kBarOffset = kScaleOffset + STAGES * kScaleBytes;
   static constexpr int kSmem = kBarOffset + 16 * STAGES + 1024;
@@ -111,7 +114,8 @@ struct FP8Shape {
     return kWaves == 1 ? cw % kMSlices : v * kConsumers + cw;
   }
   static constexpr int n_slice(int cw) { return kWaves == 1 ? cw / kMSlices : 0; }
-  static_assert(kSmem <= 232448, "over the 227 KB of shared memory a block can have");
+  static_assert(kSmem == kBesideStores + kConsumers * kStoreBuffers * kChunkBytes);
+  static_assert(kSmem <= kMaxSmem, "over the 227 KB of shared memory a block can have");
 };
 
 namespace {
