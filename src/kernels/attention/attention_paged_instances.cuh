@@ -15,7 +15,8 @@ struct PagedLaunch {
   PagedParams params;
   DType dtype;
   int rows_per_tile;  // 16 or 64
-  unsigned slots;     // grid x: row tile slots (at least the tiles of any packing of the queries)
+  unsigned blocks;    // row tile slots (at least the tiles of any packing of the queries) x
+                      // KV heads x splits, below 2^31
   cudaStream_t stream;
 };
 

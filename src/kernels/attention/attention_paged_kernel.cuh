@@ -4,17 +4,17 @@
 //
 // Split-KV kernel: a block of 128 threads takes (row tile, KV head g, split). Its ROWS query rows
 // are consecutive (query, head) pairs of one sequence's queries and g's group of query heads,
-// row r being query r / group, head g * group + r % group; slot blockIdx.x is mapped to
+// row r being query r / group, head g * group + r % group; the block's slot is mapped to
 // (sequence, row tile) on the device from cu_seqlens_q (warp 0, a prefix sum over 32 sequences at
 // a time). The block visits the keys some row of the tile sees (causal, window), cut into
-// `splits` ranges of whole 64-key tiles, blockIdx.z's range: 64-key K and V tiles flow through a
-// STAGES-deep cp.async pipeline in shared memory (16-byte copies, each key's row found through
-// the block table, rows outside the range zero-filled and never read), rows of D elements whose
-// 16-byte chunks are XOR-swizzled by (row & 7). S = Q K^T and O += P V run on mma.sync m16n8k16
-// with fp32 accumulators (fragments by ldmatrix, P from the S registers); the online softmax in
-// log2 units in registers. ROWS 16 (decode-shaped): the four warps take 16 keys of each tile each
-// and merge their states through shared memory at the end; ROWS 64 (prefill-shaped): each warp
-// takes 16 rows over every key. The result goes to out / lse (one split) or to the split's
+// `splits` ranges of whole 64-key tiles, the block's split's range: 64-key K and V tiles flow
+// through a STAGES-deep cp.async pipeline in shared memory (16-byte copies, each key's row found
+// through the block table, rows outside the range zero-filled and never read), rows of D elements
+// whose 16-byte chunks are XOR-swizzled by (row & 7). S = Q K^T and O += P V run on mma.sync
+// m16n8k16 with fp32 accumulators (fragments by ldmatrix, P from the S registers); the online
+// softmax in log2 units in registers. ROWS 16 (decode-shaped): the four warps take 16 keys of each
+// tile each and merge their states through shared memory at the end; ROWS 64 (prefill-shaped): each
+// warp takes 16 rows over every key. The result goes to out / lse (one split) or to the split's
 // partial state in the workspace (normalized out in float32, lse), merged by the second kernel,
 // launched as a programmatic dependent of the first.
 #pragma once
@@ -90,18 +90,33 @@ struct PagedShape {
   static_assert(kThreads % kChunks == 0 && (ROWS * kChunks) % kThreads == 0, "loads per thread");
 };
 
-// The sequence and row tile of slot `slot` (tiles in batch order, ceil(sq * group / ROWS) per
-// sequence). Run by the 32 lanes of one warp; false when the slot is past the last tile.
+// Where a block's row tile lies: its sequence, the tile's index in it, the sequence's first
+// query, queries and keys (seqused_k clamped at 0).
+struct TileSite {
+  int b;
+  int tile;
+  int q0;
+  int sq;
+  int sk;
+};
+
+// The tile of slot `slot` (tiles in batch order, ceil(sq * group / ROWS) per sequence), with the
+// sequence's seqused_k loaded beside cu_seqlens_q so that one round trip to memory finds both.
+// Run by the 32 lanes of one warp; false when the slot is past the last tile.
 template <int ROWS>
-__device__ __forceinline__ bool find_tile(const PagedParams& p, int slot, int& b_out,
-                                          int& tile_out) {
+__device__ __forceinline__ bool find_tile(const PagedParams& p, int slot, TileSite& site) {
   const int lane = static_cast<int>(threadIdx.x & 31u);
   int before = 0;
   for (int base = 0; base < p.batch; base += 32) {
     const int b = base + lane;
     int own = 0;
+    int q0 = 0;
+    int sq = 0;
+    int sk = 0;
     if (b < p.batch) {
-      const int sq = __ldg(p.cu_q + b + 1) - __ldg(p.cu_q + b);
+      q0 = __ldg(p.cu_q + b);
+      sq = __ldg(p.cu_q + b + 1) - q0;
+      sk = max(__ldg(p.seqused + b), 0);
       if (sq > 0) own = static_cast<int>((static_cast<long long>(sq) * p.group + ROWS - 1) / ROWS);
     }
     int incl = own;
@@ -114,8 +129,11 @@ __device__ __forceinline__ bool find_tile(const PagedParams& p, int slot, int& b
     const unsigned hit = __ballot_sync(0xffffffffu, incl > rel);
     if (hit != 0u) {
       const int f = __ffs(static_cast<int>(hit)) - 1;
-      b_out = base + f;
-      tile_out = rel - __shfl_sync(0xffffffffu, incl - own, f);
+      site.b = base + f;
+      site.tile = rel - __shfl_sync(0xffffffffu, incl - own, f);
+      site.q0 = __shfl_sync(0xffffffffu, q0, f);
+      site.sq = __shfl_sync(0xffffffffu, sq, f);
+      site.sk = __shfl_sync(0xffffffffu, sk, f);
       return true;
     }
     before += __shfl_sync(0xffffffffu, incl, 31);
@@ -129,7 +147,7 @@ __global__ void __launch_bounds__(kThreads) attention_paged_kernel(const PagedPa
   constexpr int kNB = S::kWarpKeys / 8;  // 8-key blocks of S per warp
   constexpr int kDN = D / 8;             // 8-column blocks of O
   extern __shared__ __align__(128) unsigned char smem[];
-  __shared__ int s_found[2];
+  __shared__ TileSite s_site;
   const uint32_t sq_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   const uint32_t sk_addr = sq_addr + ROWS * D * 2;
   const uint32_t sv_addr = sk_addr + S::kStages * S::kTileElems * 2;
@@ -139,24 +157,24 @@ __global__ void __launch_bounds__(kThreads) attention_paged_kernel(const PagedPa
   const int tid = static_cast<int>(threadIdx.x);
   const int lane = tid & 31;
   const int warp = tid >> 5;
-  const int g = static_cast<int>(blockIdx.y);
-  const int split = static_cast<int>(blockIdx.z);
+  // Block x is (slot, KV head, split) with the split fastest and the slot slowest, so that the
+  // blocks of the first slots, which hold tiles, start first and the bound's spare slots last.
+  const int split = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.splits));
+  const int rest = static_cast<int>(blockIdx.x / static_cast<unsigned>(p.splits));
+  const int g = rest % p.heads_kv;
+  const int slot = rest / p.heads_kv;
   if (warp == 0) {
-    int b = -1;
-    int tile = 0;
-    if (!find_tile<ROWS>(p, static_cast<int>(blockIdx.x), b, tile)) b = -1;
-    if (lane == 0) {
-      s_found[0] = b;
-      s_found[1] = tile;
-    }
+    TileSite site{};
+    if (!find_tile<ROWS>(p, slot, site)) site.b = -1;
+    if (lane == 0) s_site = site;
   }
   __syncthreads();
-  const int b = s_found[0];
+  const int b = s_site.b;
   if (b < 0) return;  // a slot past the last tile
-  const int tile = s_found[1];
-  const int q0 = __ldg(p.cu_q + b);
-  const int sq = __ldg(p.cu_q + b + 1) - q0;
-  const int sk = max(__ldg(p.seqused + b), 0);
+  const int tile = s_site.tile;
+  const int q0 = s_site.q0;
+  const int sq = s_site.sq;
+  const int sk = s_site.sk;
   const int rows = sq * p.group;
   const int r0 = tile * ROWS;
   const int r_last = min(rows, r0 + ROWS) - 1;
@@ -217,6 +235,26 @@ __global__ void __launch_bounds__(kThreads) attention_paged_kernel(const PagedPa
       cp_async16(vdst + at, vc + src, valid);
     }
   };
+  // The tile's query rows into shared memory (zeros past the sequence's rows), copied before the
+  // first table lookup so that their latency overlaps it; they join tile 0's group of copies.
+  {
+    const T* q = static_cast<const T*>(p.q);
+#pragma unroll
+    for (int i = 0; i < S::kQLoads; ++i) {
+      const int c = tid + i * kThreads;
+      const int m = c / S::kChunks;
+      const int ch = c % S::kChunks;
+      const int r = r0 + m;
+      const bool valid = r < rows;
+      const T* src = q;
+      if (valid) {
+        const int qi = r / p.group;
+        const long long head = static_cast<long long>(g) * p.group + (r - qi * p.group);
+        src = q + ((static_cast<long long>(q0) + qi) * p.heads_q + head) * D + ch * 8;
+      }
+      cp_async16(sq_addr + static_cast<uint32_t>(swizzled<D>(m, ch) * 2), src, valid);
+    }
+  }
   int ids[S::kLoads];  // of the next tile to issue
   lookup(0, ids);
 #pragma unroll
@@ -226,27 +264,6 @@ __global__ void __launch_bounds__(kThreads) attention_paged_kernel(const PagedPa
       lookup(t + 1, ids);
     }
     cp_async_commit();
-  }
-
-  // The tile's query rows into shared memory (zeros past the sequence's rows).
-  {
-    const T* q = static_cast<const T*>(p.q);
-    T* sq_tile = reinterpret_cast<T*>(smem);
-#pragma unroll
-    for (int i = 0; i < S::kQLoads; ++i) {
-      const int c = tid + i * kThreads;
-      const int m = c / S::kChunks;
-      const int ch = c % S::kChunks;
-      const int r = r0 + m;
-      uint4 v = make_uint4(0u, 0u, 0u, 0u);
-      if (r < rows) {
-        const int qi = r / p.group;
-        const long long head = static_cast<long long>(g) * p.group + (r - qi * p.group);
-        v = *reinterpret_cast<const uint4*>(
-            q + ((static_cast<long long>(q0) + qi) * p.heads_q + head) * D + ch * 8);
-      }
-      *reinterpret_cast<uint4*>(sq_tile + swizzled<D>(m, ch)) = v;
-    }
   }
 
   // This thread's rows (lane / 4 and lane / 4 + 8 of its warp's 16) and the keys each sees in
@@ -497,16 +514,22 @@ __global__ void __launch_bounds__(kThreads) attention_paged_kernel(const PagedPa
 template <int D>
 constexpr int kMergeGroups = kThreads / (D / 4);
 
+/// Splits whose columns a merge thread loads before the weights are known, all in flight at
+/// once: with kMergeGroups groups, the first 64 splits at D 64 and 32 at D 128 and 256.
+template <int D>
+constexpr int kMergeAhead = D == 256 ? 16 : 8;
+
 /// The splits' partial states of one (token, head) per block merged into out and lse with the
 /// merge math of the two-state merge (attention_merge_math.cuh). Thread t takes split t's lse
-/// (splits <= kThreads), the block reduces their max and the sum of the terms, and the weights go
-/// to shared memory; then the splits are spread over kMergeGroups groups of threads, so that each
-/// thread has few independent loads in flight instead of a chain over every split (a decoding
-/// call is latency bound here), and the groups' sums are added through shared memory.
+/// (splits <= kThreads) and its share of the splits' outputs at once (a decoding call is latency
+/// bound here: one round trip for both instead of one per split), the block reduces the lse's
+/// max and the sum of the terms, the weights go to shared memory, and the groups' weighted sums
+/// are added through shared memory.
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads) attention_paged_merge_kernel(const PagedParams p) {
   constexpr int kVecs = D / 4;
   constexpr int kGroups = kMergeGroups<D>;
+  constexpr int kAhead = kMergeAhead<D>;
   __shared__ float weight[kThreads];
   __shared__ float reduce[kWarps];
   __shared__ float4 partial[kGroups - 1][kVecs];
@@ -521,6 +544,18 @@ __global__ void __launch_bounds__(kThreads) attention_paged_merge_kernel(const P
       tid < p.splits
           ? p.part_lse[tid * lse_stride + static_cast<long long>(head) * p.total_q + token]
           : -INFINITY;
+  const int group = tid / kVecs;
+  const int c = (tid % kVecs) * 4;
+  const long long out_stride = static_cast<long long>(p.total_q) * p.heads_q * D;
+  const float* part = p.part_out + row * D + c;
+  float4 ahead[kAhead];
+#pragma unroll
+  for (int i = 0; i < kAhead; ++i) {
+    const int s = group + i * kGroups;
+    ahead[i] = s < p.splits ? *reinterpret_cast<const float4*>(part + s * out_stride)
+                            : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+
   float big = mine;
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) big = fmaxf(big, __shfl_xor_sync(0xffffffffu, big, o));
@@ -538,20 +573,25 @@ __global__ void __launch_bounds__(kThreads) attention_paged_merge_kernel(const P
   weight[tid] = sum > 0.0f ? term / sum : 0.0f;
   __syncthreads();
 
-  const int group = tid / kVecs;
-  const int c = (tid % kVecs) * 4;
-  const long long out_stride = static_cast<long long>(p.total_q) * p.heads_q * D;
-  const float* part = p.part_out + row * D + c;
   float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 4
-  for (int s = group; s < p.splits; s += kGroups) {
+  // A split of weight 0 (no key, or a term below the float range) adds nothing, whatever its
+  // output holds.
+  const auto add = [&](int s, const float4& v) {
     const float w = weight[s];
-    if (w == 0.0f) continue;  // an empty split: its (zero) state is not read
-    const float4 v = *reinterpret_cast<const float4*>(part + s * out_stride);
+    if (w == 0.0f) return;
     acc.x += w * v.x;
     acc.y += w * v.y;
     acc.z += w * v.z;
     acc.w += w * v.w;
+  };
+#pragma unroll
+  for (int i = 0; i < kAhead; ++i) {
+    const int s = group + i * kGroups;
+    if (s < p.splits) add(s, ahead[i]);
+  }
+#pragma unroll 4
+  for (int s = group + kAhead * kGroups; s < p.splits; s += kGroups) {
+    add(s, *reinterpret_cast<const float4*>(part + s * out_stride));
   }
   if (group > 0) partial[group - 1][tid % kVecs] = acc;
   __syncthreads();

@@ -185,8 +185,12 @@ void launch_attention_paged(const AttentionPagedArgs& a, const AttentionPagedPla
   // ceil(total_q * group / rows) plus one partial tile per sequence that has queries.
   const std::int64_t slots = (a.total_q * p.group + plan.rows_per_tile - 1) / plan.rows_per_tile +
                              std::min(a.batch, a.total_q);
-  if (slots > INT_MAX) throw SignatureError(kWho + "too many row tiles");
-  l.slots = static_cast<unsigned>(slots);
+  const std::int64_t blocks = slots * a.heads_kv * plan.splits;
+  if (slots > INT_MAX || blocks > INT_MAX)
+    throw SignatureError(kWho + "too many row tiles x KV heads x splits (" + std::to_string(slots) +
+                         " x " + std::to_string(a.heads_kv) + " x " + std::to_string(plan.splits) +
+                         "), at most 2^31 - 1 blocks");
+  l.blocks = static_cast<unsigned>(blocks);
   l.stream = static_cast<cudaStream_t>(stream);
   switch (a.head_dim) {
     case 64:

@@ -18,9 +18,8 @@ void launch_split(const PagedLaunch& l) {
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmem);
       err != cudaSuccess)
     throw_paged_cuda(err, "cudaFuncSetAttribute (shared memory)");
-  const dim3 grid(l.slots, static_cast<unsigned>(l.params.heads_kv),
-                  static_cast<unsigned>(l.params.splits));
-  kernel<<<grid, kThreads, S::kSmem, l.stream>>>(l.params);
+  // One block per (slot, KV head, split), the split fastest (the launcher bounds the count).
+  kernel<<<l.blocks, kThreads, S::kSmem, l.stream>>>(l.params);
   if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess)
     throw_paged_cuda(err, "attention_paged kernel launch");
 }
