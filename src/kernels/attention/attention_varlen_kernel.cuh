@@ -3,7 +3,7 @@
 // files attention_varlen_d*_cuda.cu; the design: docs/design/attention-kernels.md.
 //
 // Block of 384 threads: warpgroup 0 is the producer (its first warp's lane 0 issues the TMA
-// loads; 24 registers after setmaxnreg), warpgroups 1 and 2 are consumers (240 registers), each
+// loads; 24 or 56 registers after setmaxnreg), warpgroups 1 and 2 are consumers (240 or 224), each
 // owning 64 of the tile's 128 query rows. Shared memory: the Q tile [128 x D] and STAGES stages
 // of K [BN x D] and V [BN x D], each as D / 64 column chunks of rows of 128 bytes in the 128-byte
 // swizzle (what TMA writes and the wgmma descriptors read). mbarriers: Q full / empty, and per
@@ -75,13 +75,14 @@ struct VarlenShape {
 
 // Registers per thread after setmaxnreg (128 x producer + 256 x consumer <= 64512, the block's
 // 168 at launch): consumers with more than 64 + 64 accumulators (D 256, or a key block over 128)
-// need 240; otherwise the producer gets 32, which its tile walk fits without spilling.
+// need 240, leaving the producer 24; otherwise the consumers take 224 and the producer 56, which
+// its key-block loop (every lane, zeroing foreign V rows) fits without spilling.
 template <int D, int BN>
 constexpr bool kWideConsumer = D + BN > 256;
 template <int D, int BN>
-constexpr int kProducerRegs = kWideConsumer<D, BN> ? 24 : 32;
+constexpr int kProducerRegs = kWideConsumer<D, BN> ? 24 : 56;
 template <int D, int BN>
-constexpr int kConsumerRegs = kWideConsumer<D, BN> ? 240 : 232;
+constexpr int kConsumerRegs = kWideConsumer<D, BN> ? 240 : 224;
 constexpr int kSchedBarrier = 1;  // + consumer warpgroup index (0 or 1)
 constexpr float kLn2 = 0.693147180559945309f;
 
