@@ -118,6 +118,16 @@ TEST(AttentionPagedLaunchArgs, EachLaunchersOwnRules) {
   split_refuses(AttentionPagedPlan{32, 1}, "rows_per_tile must be 16 or 64, got 32");
   split_refuses(AttentionPagedPlan{16, 0}, "splits must be in [1, 128], got 0");
   split_refuses(AttentionPagedPlan{16, 2}, "a plan of 2 splits needs a 16-byte aligned workspace");
+  // One block per (row tile slot, KV head, split) in a one-dimensional grid: at most 2^31 - 1.
+  // 300 one-query sequences of 65535 heads (group 1): ceil(300 / 16) + 300 = 319 slots.
+  a.total_q = 300;
+  a.batch = 300;
+  a.heads_q = 65535;
+  a.heads_kv = 65535;
+  a.workspace = reinterpret_cast<float*>(g_storage);
+  split_refuses(AttentionPagedPlan{16, 128},
+                "too many row tiles x KV heads x splits (319 x 65535 x 128), at most 2^31 - 1");
+  a = valid_args();
   // The TMA pipeline: cache rows are int32 row coordinates, with room for a box past the cache.
   a.num_blocks = (INT_MAX - 100) / 16;
   EXPECT_THAT(

@@ -146,8 +146,8 @@ AttentionPagedPlan attention_paged_plan_for(const AttentionPagedArgs& args);
 /// read on the device, and cache rows past seqused_k are loaded as zeros, never read. Raises
 /// SignatureError for arguments the kernel cannot take (dtype not float16 / bfloat16, head dim
 /// not 64 / 128 / 256, page size not 16 / 32 / 64 / 128, heads_q not a multiple of heads_kv,
-/// pointers not 16-byte aligned, a missing workspace), UsageError for another device or a CUDA
-/// error.
+/// pointers not 16-byte aligned, a missing workspace, more than 2^31 - 1 blocks of (row tile slot,
+/// KV head, split)), UsageError for another device or a CUDA error.
 void launch_attention_paged(const AttentionPagedArgs& args, const AttentionPagedPlan& plan,
                             void* stream);
 

@@ -141,6 +141,17 @@ void launch_attention_paged(const AttentionPagedArgs& a, const AttentionPagedPla
   if (plan.splits > 1 && (a.workspace == nullptr || !aligned16(a.workspace)))
     throw SignatureError(kWho + "a plan of " + std::to_string(plan.splits) +
                          " splits needs a 16-byte aligned workspace");
+  // One block per (row tile slot, KV head, split). The slots bound the row tiles of any packing
+  // of total_q queries into batch sequences: ceil(total_q * group / rows) plus one partial tile
+  // per sequence that has queries.
+  const std::int64_t slots =
+      (a.total_q * (a.heads_q / a.heads_kv) + plan.rows_per_tile - 1) / plan.rows_per_tile +
+      std::min(a.batch, a.total_q);
+  const std::int64_t blocks = slots * a.heads_kv * plan.splits;
+  if (blocks > INT_MAX)
+    throw SignatureError(kWho + "too many row tiles x KV heads x splits (" + std::to_string(slots) +
+                         " x " + std::to_string(a.heads_kv) + " x " + std::to_string(plan.splits) +
+                         "), at most 2^31 - 1 blocks");
   const int device = current_device();
   const auto [major, minor, sms] = device_facts(device);
   if (major != 9 || minor != 0)
@@ -181,15 +192,6 @@ void launch_attention_paged(const AttentionPagedArgs& a, const AttentionPagedPla
           : static_cast<int>(std::min<std::int64_t>(a.scores.window_left, std::int64_t{1} << 30));
   l.dtype = a.dtype;
   l.rows_per_tile = plan.rows_per_tile;
-  // Row tiles of any packing of total_q queries into batch sequences: at most
-  // ceil(total_q * group / rows) plus one partial tile per sequence that has queries.
-  const std::int64_t slots = (a.total_q * p.group + plan.rows_per_tile - 1) / plan.rows_per_tile +
-                             std::min(a.batch, a.total_q);
-  const std::int64_t blocks = slots * a.heads_kv * plan.splits;
-  if (slots > INT_MAX || blocks > INT_MAX)
-    throw SignatureError(kWho + "too many row tiles x KV heads x splits (" + std::to_string(slots) +
-                         " x " + std::to_string(a.heads_kv) + " x " + std::to_string(plan.splits) +
-                         "), at most 2^31 - 1 blocks");
   l.blocks = static_cast<unsigned>(blocks);
   l.stream = static_cast<cudaStream_t>(stream);
   switch (a.head_dim) {
