@@ -51,7 +51,7 @@ shared_memory_tests=(
   'MoEGroupedTopKRouting.Cases' 'GpuMoEOps.PrePermuteQuantMaskedMatchesTheCpuImplementationBitForBit'
   'AttentionKVCacheWriteGpu.SlotsOutsideTheCacheAreSkipped' 'AttentionMergeStatesGpu.MatchesTheCpuImplementation'
   'AttentionVarlenGpu.SmallCasesEveryHeadDim' 'AttentionPagedGpu.SmallCasesEveryHeadDim'
-  'AttentionPagedGpu.TmaKernelSmallCasesEveryHeadDim'
+  'AttentionPagedGpu.TmaKernelSmallCasesEveryHeadDim' 'AttentionPagedGpu.LargeBatchesOneSplitAndManySplits'
 )
 
 # Every FP8 test, each under racecheck in its own process (gtest filter patterns, expanded with

@@ -170,7 +170,9 @@ TEST(AttentionPagedGpu, EveryMaskKindAndHeadGroupMatchesTheCpu) {
 TEST(AttentionPagedGpu, LargeBatchesOneSplitAndManySplits) {
   SKIP_WITHOUT_GPU();
   // 64 sequences decoding over 4k keys (one split: enough blocks), one over 4k (many splits), 4
-  // chunks of 256 queries over 2k (64-row tiles), Llama-3-8B heads.
+  // chunks of 256 queries over 2k (64-row tiles), Llama-3-8B heads. The chunks' 256 tiles give
+  // each block of the TMA kernel more than two, so its two tile slots are reused (racecheck runs
+  // this test: scripts/gpu-sanitize.sh).
   const Batch many{"decode 64 x 4k", std::vector<std::int32_t>(64, 1),
                    std::vector<std::int32_t>(64, 4096)};
   const Batch one{"decode 1 x 4k", {1}, {4096}};

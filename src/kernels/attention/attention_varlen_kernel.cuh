@@ -508,9 +508,14 @@ __global__ void __launch_bounds__(384, 1)
       {
         const uint32_t j = static_cast<uint32_t>(k & 1);
         wait_barrier(tile_full + 8 * j, static_cast<uint32_t>((k >> 1) & 1));
-        index = ld_shared_s32(tile_slot + 4 * j);
-        __syncwarp();
-        if (lane == 0) mbarrier::arrive(tile_empty + 8 * j);
+        // Lane 0 reads the slot and arrives (an arrival releases its own thread's read only, so
+        // racecheck sees the producer's next store ordered after it), then broadcasts the index.
+        index = 0;
+        if (lane == 0) {
+          index = ld_shared_s32(tile_slot + 4 * j);
+          mbarrier::arrive(tile_empty + 8 * j);
+        }
+        index = __shfl_sync(0xffffffffu, index, 0);
       }
       if (!cursor.find(p, index, t)) break;
       tile_key_blocks<BN>(p, t);
