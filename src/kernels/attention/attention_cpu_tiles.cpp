@@ -1,12 +1,15 @@
 #include "kernels/attention/attention_cpu_tiles.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "kernels/cpu/elements.h"
+#include "kernels/cpu/half_rows.h"
 
 namespace tileops::cpu {
 
@@ -248,7 +251,16 @@ TILEOPS_CPU_CLONES void transpose_keys(const float* const* rows, std::int64_t n,
 }
 TILEOPS_CPU_CLONES void transpose_keys(const Half* const* rows, std::int64_t n, std::int64_t dim,
                                        float* k_t) {
-  transpose_rows(rows, n, dim, k_t);
+  // The rows in float first (F16C where the CPU has it: the decode table does not vectorize),
+  // then the float transpose.
+  thread_local std::vector<float> scratch;
+  scratch.resize(static_cast<std::size_t>(n * dim));
+  std::array<const float*, kTileKeys> converted{};
+  for (std::int64_t j = 0; j < n; ++j) {
+    half_row_to_float(rows[j], scratch.data() + j * dim, dim);
+    converted[static_cast<std::size_t>(j)] = scratch.data() + j * dim;
+  }
+  transpose_rows(converted.data(), n, dim, k_t);
 }
 TILEOPS_CPU_CLONES void transpose_keys(const BFloat16* const* rows, std::int64_t n,
                                        std::int64_t dim, float* k_t) {
@@ -261,7 +273,7 @@ TILEOPS_CPU_CLONES void gather_values(const float* const* rows, std::int64_t n, 
 }
 TILEOPS_CPU_CLONES void gather_values(const Half* const* rows, std::int64_t n, std::int64_t dim,
                                       float* v) {
-  copy_rows(rows, n, dim, v);
+  for (std::int64_t j = 0; j < n; ++j) half_row_to_float(rows[j], v + j * dim, dim);
 }
 TILEOPS_CPU_CLONES void gather_values(const BFloat16* const* rows, std::int64_t n, std::int64_t dim,
                                       float* v) {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels/cpu/elements.h"
+#include "kernels/cpu/half_rows.h"
 #include "kernels/cpu/parallel.h"
 
 namespace tileops {
@@ -53,7 +54,17 @@ TILEOPS_CPU_CLONES void row_of(const float* xr, float* rr, const float* w, float
 }
 TILEOPS_CPU_CLONES void row_of(const Half* xr, Half* rr, const float* w, Half* yr,
                                std::int64_t cols, float eps, float* row) {
-  norm_row(xr, rr, w, yr, cols, eps, row);
+  if (rr != nullptr) {
+    norm_row(xr, rr, w, yr, cols, eps, row);
+    return;
+  }
+  // Unfused float16: the row decoded and encoded whole (F16C where the CPU has it: the scalar
+  // conversions do not vectorize), the same sums and products as norm_row in between.
+  cpu::half_row_to_float(xr, row, cols);
+  const float sum = load_row(row, static_cast<float*>(nullptr), cols, row);
+  const float inv = 1.0f / std::sqrt(sum / static_cast<float>(cols) + eps);
+  for (std::int64_t c = 0; c < cols; ++c) row[c] = row[c] * inv * w[c];
+  cpu::float_row_to_half(row, yr, cols);
 }
 TILEOPS_CPU_CLONES void row_of(const BFloat16* xr, BFloat16* rr, const float* w, BFloat16* yr,
                                std::int64_t cols, float eps, float* row) {
