@@ -1,6 +1,7 @@
-// cpu::half_row_to_float (src/kernels/cpu/half_rows.cpp): every float16 value converts to the
-// reference decode (half_to_float, checked against the format in tests/unit/test_half.cpp), a
-// signalling NaN possibly made quiet; rows of any length (the 8-wide body and the tail).
+// cpu::half_row_to_float / float_row_to_half (src/kernels/cpu/half_rows.cpp): every float16 value
+// decodes as half_to_float does (checked against the format in tests/unit/test_half.cpp), a
+// signalling NaN possibly made quiet; the encode equals float_to_half around every float16 value
+// (ties, neighbours, overflow, NaN); rows of any length (the 8-wide body and the tail).
 #include <gtest/gtest.h>
 
 #include <bit>
