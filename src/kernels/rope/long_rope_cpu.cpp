@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/cpu/elements.h"
+#include "kernels/cpu/half_rows.h"
 #include "kernels/cpu/parallel.h"
 
 namespace tileops {
@@ -68,7 +69,14 @@ TILEOPS_CPU_CLONES void rotate_heads(const float* x, float* y, std::int64_t head
 }
 TILEOPS_CPU_CLONES void rotate_heads(const Half* x, Half* y, std::int64_t heads, std::int64_t half,
                                      const float* cos_t, const float* sin_t) {
-  rotate_heads_of(x, y, heads, half, cos_t, sin_t);
+  // The token's row decoded and encoded whole (F16C where the CPU has it: the scalar float16
+  // conversions do not vectorize), the same products in float in between (x may be y).
+  thread_local std::vector<float> row;
+  const std::int64_t n = heads * 2 * half;
+  row.resize(static_cast<std::size_t>(n));
+  cpu::half_row_to_float(x, row.data(), n);
+  rotate_heads_of(row.data(), row.data(), heads, half, cos_t, sin_t);
+  cpu::float_row_to_half(row.data(), y, n);
 }
 TILEOPS_CPU_CLONES void rotate_heads(const BFloat16* x, BFloat16* y, std::int64_t heads,
                                      std::int64_t half, const float* cos_t, const float* sin_t) {
