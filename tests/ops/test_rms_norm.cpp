@@ -109,7 +109,7 @@ TEST(RMSNorm, RecordAndRoofline) {
 
 TEST(FusedAddRMSNorm, UpdatesResidualAndNormalizes) {
   for (const DType dtype : kFloatDTypes) {
-    for (const Sizes& shape : {Sizes{3, 64}, Sizes{2, 5, 100}, Sizes{1, 4096}}) {
+    for (const Sizes& shape : {Sizes{3, 64}, Sizes{2, 5, 100}, Sizes{2, 700}, Sizes{1, 4096}}) {
       const Sizes normalized{shape.back()};
       FusedAddRMSNormFwdOp op({.normalized_shape = normalized});
       const Tensor x = Tensor::randn(shape, dtype, 21);
