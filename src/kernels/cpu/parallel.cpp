@@ -68,10 +68,15 @@ class WorkerPool {
   /// rethrows the first exception a chunk threw.
   void run(std::int64_t n, std::int64_t per, std::int64_t chunks, std::int64_t helpers,
            const Body& body) {
+    // Close the last loop's counter before this loop's fields change: a worker late for it may
+    // hold its final state and, reading this loop's chunk count, would otherwise take a chunk
+    // that does not exist (TSan saw it read per_ while it was written here). The release store
+    // of chunks_ makes the closing visible to whoever reads the new count.
+    next_.store(((loop_ + 1) & 0xffffffffu) << 32 | 0xffffffffu, std::memory_order_relaxed);
     body_ = &body;
     n_ = n;
     per_ = per;
-    chunks_.store(chunks, std::memory_order_relaxed);
+    chunks_.store(chunks, std::memory_order_release);
     error_ = nullptr;
     finished_.store(0, std::memory_order_relaxed);
     ++loop_;
@@ -124,7 +129,7 @@ class WorkerPool {
       std::int64_t c = 0;
       do {
         c = static_cast<std::int64_t>(state & 0xffffffffu);
-        if ((state >> 32) != (loop & 0xffffffffu) || c >= chunks_.load(std::memory_order_relaxed))
+        if ((state >> 32) != (loop & 0xffffffffu) || c >= chunks_.load(std::memory_order_acquire))
           return;
       } while (!next_.compare_exchange_weak(state, state + 1, std::memory_order_acq_rel));
       const std::int64_t begin = c * per_;
