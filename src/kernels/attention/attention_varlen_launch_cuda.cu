@@ -276,11 +276,15 @@ void launch_attention_paged_tma(const AttentionPagedArgs& a, int32_t* tile_count
   // An empty cache: the maps cover q instead and every box is past them (zeros).
   const bool empty = a.num_blocks == 0;
   const int64_t cache_rows = empty ? a.total_q : a.num_blocks * a.page_size;
-  // GQA packing where the group (then a power of two) divides a tile's rows: the query heads of a
-  // KV head share its K / V blocks, a decoding sequence takes one tile per KV head instead of one
-  // per query head.
+  // GQA packing where the group (then a power of two) divides a tile's rows and the average
+  // sequence has fewer queries than a tile (static shapes only): the query heads of a KV head share
+  // its K / V blocks, a decoding sequence takes one tile per KV head instead of one per query head.
+  // Sequences of a tile's queries or more fill their tiles either way; there packing measured 1-4%
+  // slower (docs/perf/2026-12-05-h100-paged-gqa-packing.md).
   const int64_t group = a.heads_q / a.heads_kv;
-  const bool pack = group > 1 && kBlockM % group == 0 && a.total_q * group <= INT_MAX;
+  const bool short_sequences = (a.total_q + a.batch - 1) / a.batch < kBlockM;
+  const bool pack =
+      group > 1 && kBlockM % group == 0 && short_sequences && a.total_q * group <= INT_MAX;
   l.map_q = pack ? make_map_3d(a.q, a.dtype, a.total_q, a.heads_q, a.head_dim,
                                static_cast<int>(kBlockM / group), static_cast<int>(group))
                  : make_map_3d(a.q, a.dtype, a.total_q, a.heads_q, a.head_dim, kBlockM);

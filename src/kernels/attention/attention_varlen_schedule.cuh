@@ -68,19 +68,27 @@ struct Tile {
   int n_end;
 };
 
+// GQA packing's shift: a constant 0 for contiguous keys (the varlen op never packs), so that its
+// instances keep the unpacked code.
+template <bool PAGED>
+__device__ __forceinline__ int tile_pack_shift(const VarlenParams& p) {
+  return PAGED ? p.pack_shift : 0;
+}
+
 // The token (index in its sequence) of query row r of a sequence's tiles.
+template <bool PAGED>
 __device__ __forceinline__ long long row_token(const VarlenParams& p, long long r) {
-  return r >> p.pack_shift;
+  return r >> tile_pack_shift<PAGED>(p);
 }
 
 // The key blocks of BN keys a tile visits: every key some valid query row of the tile sees.
-template <int BN>
+template <int BN, bool PAGED>
 __device__ __forceinline__ void tile_key_blocks(const VarlenParams& p, Tile& t) {
   const long long m0 = static_cast<long long>(t.m_block) * kBlockM;
   const long long off = static_cast<long long>(t.sk) - t.sq;
   const long long rows_end = t.rows < m0 + kBlockM ? t.rows : m0 + kBlockM;
-  const long long first = row_token(p, m0);
-  const long long last = row_token(p, rows_end - 1);
+  const long long first = row_token<PAGED>(p, m0);
+  const long long last = row_token<PAGED>(p, rows_end - 1);
   long long hi = t.sk;
   if (p.causal && last + off + 1 < hi) hi = last + off + 1;
   long long lo = 0;
@@ -107,14 +115,14 @@ struct TileCursor {
 
   __device__ __forceinline__ bool find(const VarlenParams& p, int t, Tile& out) {
     const int lane = static_cast<int>(threadIdx.x & 31u);
-    const int heads = p.heads_q >> p.pack_shift;  // the tiles' heads
+    const int heads = p.heads_q >> tile_pack_shift<PAGED>(p);  // the tiles' heads
     while (base < p.batch) {
       if (chunk_total < 0) {
         const int e = base + lane;
         own = 0;
         if (e < p.batch) {
           const int sq = __ldg(p.cu_q + e + 1) - __ldg(p.cu_q + e);
-          const int rows = sq << p.pack_shift;
+          const int rows = sq << tile_pack_shift<PAGED>(p);
           if (sq > 0) own = heads * ((rows + kBlockM - 1) / kBlockM);
         }
         incl = own;
@@ -142,7 +150,7 @@ struct TileCursor {
           out.sk = __ldg(p.cu_k + out.b + 1) - out.k0;
         }
         if (out.sk < 0) out.sk = 0;
-        out.rows = out.sq << p.pack_shift;
+        out.rows = out.sq << tile_pack_shift<PAGED>(p);
         const int blocks = (out.rows + kBlockM - 1) / kBlockM;
         out.head = local % heads;
         out.m_block = blocks - 1 - local / heads;
