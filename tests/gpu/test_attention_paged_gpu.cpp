@@ -235,11 +235,14 @@ TEST(AttentionPagedGpu, TmaKernelEveryMaskKindAndHeadGroupMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
   const auto masks = mask_kinds();
   for (const auto& [name, params] : masks) {
-    for (const auto& [hq, hkv] : {std::pair{32, 8}, std::pair{8, 8}, std::pair{6, 1}}) {
+    // Groups 4, 8 and 16 packed (their query heads share a tile), 1 and 6 not.
+    for (const auto& [hq, hkv] :
+         {std::pair{32, 8}, std::pair{16, 2}, std::pair{16, 1}, std::pair{8, 8}, std::pair{6, 1}}) {
       for (const std::int64_t page : {16, 64}) {
         const Case c{.heads_q = hq, .heads_kv = hkv, .page = page, .params = params};
-        expect_matches_cpu(c, kChunked, describe(c, kChunked, name), -1, std::nullopt,
-                           Via::tma_kernel);
+        for (const Batch* b : {&kChunked, &kMixed}) {
+          expect_matches_cpu(c, *b, describe(c, *b, name), -1, std::nullopt, Via::tma_kernel);
+        }
       }
     }
     for (const std::int64_t dim : {64, 256}) {  // the other head dims' instances (TRANSFORM too)

@@ -180,17 +180,21 @@ __global__ void __launch_bounds__(kThreads) attention_paged_kernel(const PagedPa
   const int r_last = min(rows, r0 + ROWS) - 1;
   const int off = sk - sq;  // query i's diagonal key is i + off
 
-  // The keys some row of the tile sees, then this split's whole 64-key tiles of them.
-  long long lo = 0;
-  long long hi = sk;
-  if (p.window_left >= 0) lo = max(0LL, static_cast<long long>(r0 / p.group) + off - p.window_left);
-  if (p.causal) hi = min(hi, static_cast<long long>(r_last / p.group) + off + 1);
+  // The keys some row of the tile sees, then this split's whole 64-key tiles of them. In 32 bits
+  // (a query's token is below sq, so r / group + off < sk; window_left is at most 2^30), the
+  // unit products in 64: a 64-bit division is a long call on the block's dependent chain.
+  int lo = 0;
+  int hi = sk;
+  if (p.window_left >= 0) lo = max(0, r0 / p.group + off - p.window_left);
+  if (p.causal) hi = min(hi, r_last / p.group + off + 1);
   if (hi < lo) hi = lo;
-  const long long u0 = lo / kKeys;
-  const long long units = (hi + kKeys - 1) / kKeys - u0;
-  const long long per = (units + p.splits - 1) / p.splits;
-  const int ks = static_cast<int>(max(lo, (u0 + split * per) * kKeys));
-  const int ke = static_cast<int>(min(hi, (u0 + (split + 1) * per) * kKeys));
+  const int u0 = lo / kKeys;
+  const int units = static_cast<int>((static_cast<unsigned>(hi) + kKeys - 1) / kKeys) - u0;
+  const int per = (units + p.splits - 1) / p.splits;
+  const int ks = static_cast<int>(
+      max(static_cast<long long>(lo), static_cast<long long>(u0 + split * per) * kKeys));
+  const int ke = static_cast<int>(
+      min(static_cast<long long>(hi), static_cast<long long>(u0 + (split + 1) * per) * kKeys));
   const int t_begin = ks / kKeys;
   const int n_tiles = ke > ks ? (ke + kKeys - 1) / kKeys - t_begin : 0;
 
@@ -199,22 +203,35 @@ __global__ void __launch_bounds__(kThreads) attention_paged_kernel(const PagedPa
   const T* vc = static_cast<const T*>(p.v_cache);
   const int32_t* table = p.table + static_cast<long long>(b) * p.width;
   const int page_mask = (1 << p.page_shift) - 1;
-  const long long row_elems = static_cast<long long>(p.heads_kv) * D;
+  // A page's elements fit an int: heads_kv <= 65535, D <= 256, page_size <= 128 (the host checks).
+  const int row_elems = p.heads_kv * D;
+  const int page_elems = row_elems << p.page_shift;
   const int chunk = tid % S::kChunks;
   const int row0 = tid / S::kChunks;
+  const int head_offset = g * D + chunk * 8;
+  // The pages of [ks, ke): the only table entries read.
+  const int page_lo = ks >> p.page_shift;
+  const int page_hi = min((ke - 1) >> p.page_shift, p.width - 1);
   // The block ids of this thread's rows of tile t (-1: a zero row), looked up one tile ahead of
-  // its copies so that the table's latency stays off the pipeline.
+  // its copies so that the table's latency stays off the pipeline. A tile's 64 keys span at most
+  // kKeys / 16 pages: lane l of each warp reads the entry of the tile's page l, and row i takes
+  // its page's entry by shuffle (row i's page is the same in every thread: row0 < kRowStep,
+  // which divides the page size).
   const auto lookup = [&](int t, int(&ids)[S::kLoads]) {
     const int kt = (t_begin + t) * kKeys;
+    const int first_page = kt >> p.page_shift;
+    const int page = first_page + lane;
+    int entry = -1;
+    if (lane < kKeys / 16 && t < n_tiles && page >= page_lo && page <= page_hi)
+      entry = __ldg(table + page);
+    entry = entry >= 0 && entry < p.num_blocks ? entry : -1;
 #pragma unroll
     for (int i = 0; i < S::kLoads; ++i) {
       // Keys past the table's width and ids outside the cache (the caller's error) read as zero
       // rows: never memory outside the table and the caches.
       const int j = kt + row0 + i * S::kRowStep;
-      const int page = j >> p.page_shift;
-      const bool want = t < n_tiles && j >= ks && j < ke && page < p.width;
-      const int id = want ? __ldg(table + page) : -1;
-      ids[i] = id < p.num_blocks ? id : -1;
+      const int id = __shfl_sync(0xffffffffu, entry, (j >> p.page_shift) - first_page);
+      ids[i] = j >= ks && j < ke ? id : -1;
     }
   };
   // K and V tile t into stage `stage`: this thread's kLoads chunks of each.
@@ -226,10 +243,9 @@ __global__ void __launch_bounds__(kThreads) attention_paged_kernel(const PagedPa
     for (int i = 0; i < S::kLoads; ++i) {
       const int j = kt + row0 + i * S::kRowStep;
       const bool valid = ids[i] >= 0;
-      const long long src =
-          valid ? ((static_cast<long long>(ids[i]) << p.page_shift) + (j & page_mask)) * row_elems +
-                      static_cast<long long>(g) * D + chunk * 8
-                : 0;
+      const long long src = valid ? static_cast<long long>(ids[i]) * page_elems +
+                                        ((j & page_mask) * row_elems + head_offset)
+                                  : 0;
       const uint32_t at = static_cast<uint32_t>(swizzled<D>(row0 + i * S::kRowStep, chunk) * 2);
       cp_async16(kdst + at, kc + src, valid);
       cp_async16(vdst + at, vc + src, valid);

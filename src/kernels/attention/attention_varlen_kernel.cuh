@@ -297,19 +297,21 @@ __device__ __forceinline__ void rescale_o(float (&o)[D / 2], const float (&scale
 
 // Writes this thread's two rows of out (O / l) and, from the quad's first lane, their lse.
 // Rows at or past the sequence's end (and tokens outside [0, total_q)) are not written.
-template <typename T, int D>
+template <typename T, int D, bool PAGED>
 __device__ __forceinline__ void store_rows(const VarlenParams& p, const Tile& t, int row0,
                                            const float (&o)[D / 2], const RowStats& st, int qc) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int i = row0 + 8 * h;
-    if (i >= t.sq) continue;
-    const long long token = static_cast<long long>(t.q0) + i;
+    if (i >= t.rows) continue;
+    const long long token = static_cast<long long>(t.q0) + row_token<PAGED>(p, i);
     if (token < 0 || token >= p.total_q) continue;
+    const int head =
+        (t.head << tile_pack_shift<PAGED>(p)) + (i & ((1 << tile_pack_shift<PAGED>(p)) - 1));
     const float l = st.l[h];
     const bool seen = l > 0.0f;
     const float inv = seen ? 1.0f / l : 0.0f;
-    T* row = static_cast<T*>(p.out) + (token * p.heads_q + t.head) * D + qc;
+    T* row = static_cast<T*>(p.out) + (token * p.heads_q + head) * D + qc;
 #pragma unroll
     for (int j = 0; j < D / 8; ++j) {
       *reinterpret_cast<uint32_t*>(row + 8 * j) =
@@ -317,7 +319,7 @@ __device__ __forceinline__ void store_rows(const VarlenParams& p, const Tile& t,
     }
     if (qc == 0) {
       const float m_log2 = st.m[h] * p.score_mul;
-      p.lse[static_cast<long long>(t.head) * p.total_q + token] =
+      p.lse[static_cast<long long>(head) * p.total_q + token] =
           seen ? (m_log2 + __log2f(l)) * kLn2 : -INFINITY;
     }
   }
@@ -408,9 +410,9 @@ __global__ void __launch_bounds__(384, 1)
       }
       __syncwarp();
       if (!cursor.find(p, next, t)) break;  // the consumers stop at the same index
-      tile_key_blocks<BN>(p, t);
+      tile_key_blocks<BN, PAGED>(p, t);
       if (t.n_end > t.n_begin) {
-        const int hk = t.head / p.group;
+        const int hk = (t.head << tile_pack_shift<PAGED>(p)) / p.group;
         const int blocks = t.n_end - t.n_begin;
         // PAGED: the sequence's pages (at most the table's width), the boxes of a key block, and
         // the keys past its real pages' rows (zeros from TMA, never rows of the cache).
@@ -449,8 +451,11 @@ __global__ void __launch_bounds__(384, 1)
             mbarrier::arrive_expect_tx(full_q + 8 * qs, S::kQBytes);
 #pragma unroll
             for (int c = 0; c < S::kChunks; ++c)
-              tma_load_3d(smem_q + qs * S::kQBytes + c * kBlockM * 128, &map_q, 64 * c, t.head,
-                          t.q0 + t.m_block * kBlockM, full_q + 8 * qs);
+              // Packed: a box of group heads x kBlockM / group tokens, rows token-major.
+              tma_load_3d(smem_q + qs * S::kQBytes + c * kBlockM * 128, &map_q, 64 * c,
+                          t.head << tile_pack_shift<PAGED>(p),
+                          t.q0 + static_cast<int>(row_token<PAGED>(p, t.m_block * kBlockM)),
+                          full_q + 8 * qs);
           }
           wait_barrier(empty_v + 8 * stage, parity);
           // Rows [z0, z1) of this block are past the sequence's keys (PAGED: rows of the last
@@ -518,14 +523,14 @@ __global__ void __launch_bounds__(384, 1)
         index = __shfl_sync(0xffffffffu, index, 0);
       }
       if (!cursor.find(p, index, t)) break;
-      tile_key_blocks<BN>(p, t);
+      tile_key_blocks<BN, PAGED>(p, t);
       const int row0 = t.m_block * kBlockM + row_in_tile;  // this thread's row g (h = 0)
       st.m[0] = st.m[1] = -INFINITY;
       st.l[0] = st.l[1] = 0.0f;
 #pragma unroll
       for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
       if (t.n_end <= t.n_begin) {  // no query row sees a key
-        store_rows<T, D>(p, t, row0, o, st, qc);
+        store_rows<T, D, PAGED>(p, t, row0, o, st, qc);
         continue;
       }
       // Visible keys of this thread's rows [lo, hi), and of the warpgroup's rows: a key block
@@ -535,14 +540,17 @@ __global__ void __launch_bounds__(384, 1)
       int hi[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const long long i = row0 + 8 * h;
+        const long long i = row_token<PAGED>(p, row0 + 8 * h);
         const long long l = p.window_left >= 0 ? i + off - p.window_left : 0;
         const long long u = p.causal ? i + off + 1 : t.sk;
         lo[h] = static_cast<int>(l < 0 ? 0 : (l > t.sk ? t.sk : l));
         hi[h] = static_cast<int>(u < 0 ? 0 : (u > t.sk ? t.sk : u));
       }
-      const long long wg_first = static_cast<long long>(t.m_block) * kBlockM + 64 * cw;
-      const long long wg_last = wg_first + 63 < t.sq - 1 ? wg_first + 63 : t.sq - 1;
+      // (tokens of the warpgroup's first and last rows)
+      const long long wg_row = static_cast<long long>(t.m_block) * kBlockM + 64 * cw;
+      const long long wg_first = row_token<PAGED>(p, wg_row);
+      const long long wg_last =
+          row_token<PAGED>(p, wg_row + 63 < t.rows - 1 ? wg_row + 63 : t.rows - 1);
       long long hi_min = t.sk;
       if (p.causal && wg_first + off + 1 < hi_min) hi_min = wg_first + off + 1;
       const long long lo_max = p.window_left >= 0 ? wg_last + off - p.window_left : 0;
@@ -627,7 +635,7 @@ __global__ void __launch_bounds__(384, 1)
         st.l[h] += __shfl_xor_sync(0xffffffffu, st.l[h], 1);
         st.l[h] += __shfl_xor_sync(0xffffffffu, st.l[h], 2);
       }
-      store_rows<T, D>(p, t, row0, o, st, qc);
+      store_rows<T, D, PAGED>(p, t, row0, o, st, qc);
     }
   }
 #endif

@@ -5,6 +5,7 @@
 #include "kernels/attention/attention_varlen_cuda.h"
 
 #include <algorithm>
+#include <bit>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -40,11 +41,11 @@ constexpr float kLog2e = 1.4426950408889634f;
 // A map over the [tokens, heads, head_dim] tensor at `base` in boxes of 64 columns x 1 head x
 // `rows` tokens, 128-byte swizzle, zeros past the bounds (tokens 0 maps one token, never read).
 CUtensorMap make_map_3d(const void* base, DType dtype, int64_t tokens, int64_t heads,
-                        int64_t head_dim, int rows) {
+                        int64_t head_dim, int rows, int box_heads = 1) {
   return hopper::make_tma_map_3d(
       base,
       dtype == DType::bfloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-      2, std::max<int64_t>(tokens, 1), heads, head_dim, 64, 1, rows);
+      2, std::max<int64_t>(tokens, 1), heads, head_dim, 64, box_heads, rows);
 }
 
 struct DeviceFacts {
@@ -259,6 +260,7 @@ void launch_attention_paged_tma(const AttentionPagedArgs& a, int32_t* tile_count
     throw SignatureError(who + "more than 2^31 - 1 tokens or 2^31 - 129 cache rows");
   if (a.total_q == 0) return;
   if (a.batch == 0) throw SignatureError(who + "queries without sequences (batch 0)");
+  // (an upper bound packed or not: heads_kv * ceil(sq * group / kBlockM) <= heads_q * ...)
   const int64_t max_tiles = a.heads_q * ((a.total_q + kBlockM - 1) / kBlockM + a.batch);
   if (max_tiles > INT_MAX / 2)
     throw SignatureError(who + "too many tiles (" + std::to_string(max_tiles) + ")");
@@ -274,7 +276,18 @@ void launch_attention_paged_tma(const AttentionPagedArgs& a, int32_t* tile_count
   // An empty cache: the maps cover q instead and every box is past them (zeros).
   const bool empty = a.num_blocks == 0;
   const int64_t cache_rows = empty ? a.total_q : a.num_blocks * a.page_size;
-  l.map_q = make_map_3d(a.q, a.dtype, a.total_q, a.heads_q, a.head_dim, kBlockM);
+  // GQA packing where the group (then a power of two) divides a tile's rows and the average
+  // sequence has fewer queries than a tile (static shapes only): the query heads of a KV head share
+  // its K / V blocks, a decoding sequence takes one tile per KV head instead of one per query head.
+  // Sequences of a tile's queries or more fill their tiles either way; there packing measured 1-4%
+  // slower (docs/perf/2026-12-05-h100-paged-gqa-packing.md).
+  const int64_t group = a.heads_q / a.heads_kv;
+  const bool short_sequences = (a.total_q + a.batch - 1) / a.batch < kBlockM;
+  const bool pack =
+      group > 1 && kBlockM % group == 0 && short_sequences && a.total_q * group <= INT_MAX;
+  l.map_q = pack ? make_map_3d(a.q, a.dtype, a.total_q, a.heads_q, a.head_dim,
+                               static_cast<int>(kBlockM / group), static_cast<int>(group))
+                 : make_map_3d(a.q, a.dtype, a.total_q, a.heads_q, a.head_dim, kBlockM);
   l.map_k = make_map_3d(empty ? a.q : a.k_cache, a.dtype, cache_rows,
                         empty ? a.heads_q : a.heads_kv, a.head_dim, box_rows);
   l.map_v = make_map_3d(empty ? a.q : a.v_cache, a.dtype, cache_rows,
@@ -299,6 +312,7 @@ void launch_attention_paged_tma(const AttentionPagedArgs& a, int32_t* tile_count
   p.page_shift = a.page_size == 16 ? 4 : a.page_size == 32 ? 5 : a.page_size == 64 ? 6 : 7;
   p.box_rows = box_rows;
   p.cache_rows = static_cast<int>(cache_rows);
+  p.pack_shift = pack ? std::countr_zero(static_cast<uint64_t>(group)) : 0;
   l.transform = set_scores(p, a.scores);
   l.dtype = a.dtype;
   l.blocks = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(facts.sms, max_tiles)));

@@ -48,6 +48,11 @@ struct VarlenParams {
   int page_shift;  // log2(page_size)
   int box_rows;    // rows of one TMA box: min(page_size, BN)
   int cache_rows;  // num_blocks * page_size: a row there is past the cache (TMA fills zeros)
+  // GQA packing: log2(group) when a tile's rows are (token, query head) pairs of one KV head's
+  // group, token major (row r of a sequence: token r >> pack_shift, query head
+  // (Tile::head << pack_shift) + r % group, Tile::head being the KV head), so that the group's
+  // query heads share each K / V block; 0 otherwise (row r: token r, Tile::head the query head).
+  int pack_shift;
 };
 
 struct Tile {
@@ -56,22 +61,38 @@ struct Tile {
   int m_block;
   int q0;  // first token of the sequence in q / out
   int sq;
-  int k0;  // first token of the sequence in k / v (0 for paged keys: its own pages)
+  int rows;  // the sequence's query rows in tiles: sq << pack_shift
+  int k0;    // first token of the sequence in k / v (0 for paged keys: its own pages)
   int sk;
   int n_begin;  // key blocks [n_begin, n_end) are visited, last first
   int n_end;
 };
 
+// GQA packing's shift: a constant 0 for contiguous keys (the varlen op never packs), so that its
+// instances keep the unpacked code.
+template <bool PAGED>
+__device__ __forceinline__ int tile_pack_shift(const VarlenParams& p) {
+  return PAGED ? p.pack_shift : 0;
+}
+
+// The token (index in its sequence) of query row r of a sequence's tiles.
+template <bool PAGED>
+__device__ __forceinline__ long long row_token(const VarlenParams& p, long long r) {
+  return r >> tile_pack_shift<PAGED>(p);
+}
+
 // The key blocks of BN keys a tile visits: every key some valid query row of the tile sees.
-template <int BN>
+template <int BN, bool PAGED>
 __device__ __forceinline__ void tile_key_blocks(const VarlenParams& p, Tile& t) {
   const long long m0 = static_cast<long long>(t.m_block) * kBlockM;
   const long long off = static_cast<long long>(t.sk) - t.sq;
-  const long long rows_end = t.sq < m0 + kBlockM ? t.sq : m0 + kBlockM;
+  const long long rows_end = t.rows < m0 + kBlockM ? t.rows : m0 + kBlockM;
+  const long long first = row_token<PAGED>(p, m0);
+  const long long last = row_token<PAGED>(p, rows_end - 1);
   long long hi = t.sk;
-  if (p.causal && rows_end - 1 + off + 1 < hi) hi = rows_end - 1 + off + 1;
+  if (p.causal && last + off + 1 < hi) hi = last + off + 1;
   long long lo = 0;
-  if (p.window_left >= 0 && m0 + off - p.window_left > 0) lo = m0 + off - p.window_left;
+  if (p.window_left >= 0 && first + off - p.window_left > 0) lo = first + off - p.window_left;
   if (hi <= lo) {
     t.n_begin = 0;
     t.n_end = 0;
@@ -94,13 +115,15 @@ struct TileCursor {
 
   __device__ __forceinline__ bool find(const VarlenParams& p, int t, Tile& out) {
     const int lane = static_cast<int>(threadIdx.x & 31u);
+    const int heads = p.heads_q >> tile_pack_shift<PAGED>(p);  // the tiles' heads
     while (base < p.batch) {
       if (chunk_total < 0) {
         const int e = base + lane;
         own = 0;
         if (e < p.batch) {
           const int sq = __ldg(p.cu_q + e + 1) - __ldg(p.cu_q + e);
-          if (sq > 0) own = p.heads_q * ((sq + kBlockM - 1) / kBlockM);
+          const int rows = sq << tile_pack_shift<PAGED>(p);
+          if (sq > 0) own = heads * ((rows + kBlockM - 1) / kBlockM);
         }
         incl = own;
 #pragma unroll
@@ -127,9 +150,10 @@ struct TileCursor {
           out.sk = __ldg(p.cu_k + out.b + 1) - out.k0;
         }
         if (out.sk < 0) out.sk = 0;
-        const int blocks = (out.sq + kBlockM - 1) / kBlockM;
-        out.head = local % p.heads_q;
-        out.m_block = blocks - 1 - local / p.heads_q;
+        out.rows = out.sq << tile_pack_shift<PAGED>(p);
+        const int blocks = (out.rows + kBlockM - 1) / kBlockM;
+        out.head = local % heads;
+        out.m_block = blocks - 1 - local / heads;
         return true;
       }
       t_base += chunk_total;
