@@ -12,6 +12,7 @@
 
 #include "kernels/cpu/elements.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/half_rows.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/moe/grouped_gemm_activation_cpu.h"
 
@@ -36,7 +37,11 @@ void to_float_rows(const T* src, std::int64_t ld_src, std::int64_t rows, std::in
     for (std::int64_t r = begin; r < end; ++r) {
       const T* s = src + r * ld_src;
       float* d = dst + r * cols;
-      for (std::int64_t i = 0; i < cols; ++i) d[i] = cpu::to_float(s[i]);
+      if constexpr (std::is_same_v<T, Half>) {
+        cpu::half_row_to_float(s, d, cols);  // F16C: the scalar decode does not vectorize
+      } else {
+        for (std::int64_t i = 0; i < cols; ++i) d[i] = cpu::to_float(s[i]);
+      }
     }
   });
 }
@@ -57,7 +62,11 @@ template <class T>
 [[gnu::always_inline]] inline void weight_row_dots(const float* a, std::int64_t m, const T* bj,
                                                    std::int64_t k, float* brow, float* acc,
                                                    std::int64_t n) {
-  for (std::int64_t i = 0; i < k; ++i) brow[i] = cpu::to_float(bj[i]);
+  if constexpr (std::is_same_v<T, Half>) {
+    cpu::half_row_to_float(bj, brow, k);
+  } else {
+    for (std::int64_t i = 0; i < k; ++i) brow[i] = cpu::to_float(bj[i]);
+  }
   for (std::int64_t r = 0; r < m; ++r) acc[r * n] = dot(a + r * k, brow, k);
 }
 
