@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
+#include "kernels/cpu/elements.h"
 #include "tileops/core/half.h"
 
 namespace tileops::cpu {
@@ -16,5 +18,16 @@ void half_row_to_float(const Half* in, float* out, std::int64_t n);
 /// out[i] = Half::from_float(in[i]) for i < n (round to nearest even, overflow to inf, NaN quiet
 /// with its top payload bits): F16C's vcvtps2ph where the CPU has it, else the scalar encode.
 void float_row_to_half(const float* in, Half* out, std::int64_t n);
+
+/// out[i] = float(in[i]) for i < n: float16 through half_row_to_float, bfloat16 and float32 by a
+/// loop the compiler vectorizes.
+template <class T>
+void row_to_float(const T* in, float* out, std::int64_t n) {
+  if constexpr (std::is_same_v<T, Half>) {
+    half_row_to_float(in, out, n);
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) out[i] = to_float(in[i]);
+  }
+}
 
 }  // namespace tileops::cpu

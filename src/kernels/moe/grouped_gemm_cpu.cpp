@@ -37,11 +37,7 @@ void to_float_rows(const T* src, std::int64_t ld_src, std::int64_t rows, std::in
     for (std::int64_t r = begin; r < end; ++r) {
       const T* s = src + r * ld_src;
       float* d = dst + r * cols;
-      if constexpr (std::is_same_v<T, Half>) {
-        cpu::half_row_to_float(s, d, cols);  // F16C: the scalar decode does not vectorize
-      } else {
-        for (std::int64_t i = 0; i < cols; ++i) d[i] = cpu::to_float(s[i]);
-      }
+      cpu::row_to_float(s, d, cols);
     }
   });
 }
@@ -62,11 +58,7 @@ template <class T>
 [[gnu::always_inline]] inline void weight_row_dots(const float* a, std::int64_t m, const T* bj,
                                                    std::int64_t k, float* brow, float* acc,
                                                    std::int64_t n) {
-  if constexpr (std::is_same_v<T, Half>) {
-    cpu::half_row_to_float(bj, brow, k);
-  } else {
-    for (std::int64_t i = 0; i < k; ++i) brow[i] = cpu::to_float(bj[i]);
-  }
+  cpu::row_to_float(bj, brow, k);
   for (std::int64_t r = 0; r < m; ++r) acc[r * n] = dot(a + r * k, brow, k);
 }
 

@@ -27,10 +27,8 @@ template <class T>
   const float* f = v;
   if constexpr (std::is_same_v<T, float>) {
     f = x;
-  } else if constexpr (std::is_same_v<T, Half>) {
-    cpu::half_row_to_float(x, v, n);
   } else {
-    for (std::int64_t i = 0; i < n; ++i) v[i] = cpu::to_float(x[i]);
+    cpu::row_to_float(x, v, n);
   }
   // max |x| on the bits (non-negative floats order as their bits; NaN's are above infinity's),
   // in kLanes partial maxima: an integer reduction the compiler vectorizes.
