@@ -307,7 +307,7 @@ __device__ __forceinline__ void store_rows(const VarlenParams& p, const Tile& t,
     const long long token = static_cast<long long>(t.q0) + row_token<PAGED>(p, i);
     if (token < 0 || token >= p.total_q) continue;
     const int head =
-        (t.head << tile_pack_shift<PAGED>(p)) + (i & ((1 << tile_pack_shift<PAGED>(p)) - 1));
+        tile_first_head<PAGED>(p, t.head) + (i & ((1 << tile_pack_shift<PAGED>(p)) - 1));
     const float l = st.l[h];
     const bool seen = l > 0.0f;
     const float inv = seen ? 1.0f / l : 0.0f;
@@ -412,7 +412,7 @@ __global__ void __launch_bounds__(384, 1)
       if (!cursor.find(p, next, t)) break;  // the consumers stop at the same index
       tile_key_blocks<BN, PAGED>(p, t);
       if (t.n_end > t.n_begin) {
-        const int hk = (t.head << tile_pack_shift<PAGED>(p)) / p.group;
+        const int hk = tile_first_head<PAGED>(p, t.head) / p.group;
         const int blocks = t.n_end - t.n_begin;
         // PAGED: the sequence's pages (at most the table's width), the boxes of a key block, and
         // the keys past its real pages' rows (zeros from TMA, never rows of the cache).
@@ -453,7 +453,7 @@ __global__ void __launch_bounds__(384, 1)
             for (int c = 0; c < S::kChunks; ++c)
               // Packed: a box of group heads x kBlockM / group tokens, rows token-major.
               tma_load_3d(smem_q + qs * S::kQBytes + c * kBlockM * 128, &map_q, 64 * c,
-                          t.head << tile_pack_shift<PAGED>(p),
+                          tile_first_head<PAGED>(p, t.head),
                           t.q0 + static_cast<int>(row_token<PAGED>(p, t.m_block * kBlockM)),
                           full_q + 8 * qs);
           }

@@ -75,6 +75,12 @@ __device__ __forceinline__ int tile_pack_shift(const VarlenParams& p) {
   return PAGED ? p.pack_shift : 0;
 }
 
+// The first query head of a tile of KV head `head` (packed: its group's heads share the tile).
+template <bool PAGED>
+__device__ __forceinline__ int tile_first_head(const VarlenParams& p, int head) {
+  return head << tile_pack_shift<PAGED>(p);
+}
+
 // The token (index in its sequence) of query row r of a sequence's tiles.
 template <bool PAGED>
 __device__ __forceinline__ long long row_token(const VarlenParams& p, long long r) {
