@@ -14,12 +14,12 @@
 
 namespace tileops {
 
-void MoEPrePermuteCpu::forward(const Tensor& x, const Tensor& ids, const Tensor* map,
-                               const Tensor& permuted, const Tensor& offsets,
-                               const Tensor& inverse) {
-  const std::int64_t tokens = call_.tokens;
-  const std::int64_t top_k = call_.top_k;
-  const std::int64_t experts = call_.num_experts;
+std::vector<std::int64_t> pre_permute_rows_cpu(const MoEPermuteCall& call, std::string_view op_name,
+                                               const Tensor& ids, const Tensor* map,
+                                               const Tensor& offsets, const Tensor& inverse) {
+  const std::int64_t tokens = call.tokens;
+  const std::int64_t top_k = call.top_k;
+  const std::int64_t experts = call.num_experts;
   const std::int64_t pairs = tokens * top_k;
   const std::int32_t* idp = ids.data<std::int32_t>();
   const std::int32_t* mp = map != nullptr ? map->data<std::int32_t>() : nullptr;
@@ -34,17 +34,17 @@ void MoEPrePermuteCpu::forward(const Tensor& x, const Tensor& ids, const Tensor*
       if (g < 0 || g >= map_size) {
         throw SignatureError(
             fmt::format("{}: topk_ids[{}, {}] = {} is outside the expert map of {} experts",
-                        op_name_, p / top_k, p % top_k, g, map_size));
+                        op_name, p / top_k, p % top_k, g, map_size));
       }
       e = mp[g];
       if (e < -1 || e >= experts) {
         throw SignatureError(
             fmt::format("{}: expert_map[{}] = {} is neither -1 nor a local expert in [0, {})",
-                        op_name_, g, e, experts));
+                        op_name, g, e, experts));
       }
     } else if (g < 0 || g >= experts) {
       throw SignatureError(fmt::format("{}: topk_ids[{}, {}] = {} is outside [0, {}) (num_experts)",
-                                       op_name_, p / top_k, p % top_k, g, experts));
+                                       op_name, p / top_k, p % top_k, g, experts));
     }
     local[p] = e;
     if (e >= 0) ++count[e + 1];
@@ -70,6 +70,16 @@ void MoEPrePermuteCpu::forward(const Tensor& x, const Tensor& ids, const Tensor*
     ip[p] = static_cast<std::int32_t>(row);
     source[row] = p / top_k;
   }
+  return source;
+}
+
+void MoEPrePermuteCpu::forward(const Tensor& x, const Tensor& ids, const Tensor* map,
+                               const Tensor& permuted, const Tensor& offsets,
+                               const Tensor& inverse) {
+  const std::vector<std::int64_t> source =
+      pre_permute_rows_cpu(call_, op_name_, ids, map, offsets, inverse);
+  const auto running = static_cast<std::int64_t>(source.size());
+  const std::int64_t pairs = call_.tokens * call_.top_k;
   const std::int64_t hidden = call_.hidden;
   const std::size_t row_bytes = static_cast<std::size_t>(hidden) * element_size(x.dtype());
   const auto* xp = static_cast<const std::byte*>(x.data_ptr());

@@ -5,17 +5,25 @@
 // depend on (ids, map, inverse) and raise SignatureError for bad ones.
 #pragma once
 
+#include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "tileops/kernel/moe.h"
 
 #if TILEOPS_WITH_CUDA
 #include <optional>
 #include <string>
-#include <vector>
 #endif
 
 namespace tileops {
+
+/// The pre-permute's rows on the CPU (moe_permute_cpu.cpp): checks the ids and the map (errors
+/// name `op_name`), writes offsets and inverse, and returns the source token of each of the first
+/// offsets[num_experts] rows; the rows after them are zero rows.
+std::vector<std::int64_t> pre_permute_rows_cpu(const MoEPermuteCall& call, std::string_view op_name,
+                                               const Tensor& ids, const Tensor* map,
+                                               const Tensor& offsets, const Tensor& inverse);
 
 class MoEPrePermuteCpu final : public Kernel, public MoEPrePermuteInterface {
  public:
@@ -34,8 +42,9 @@ class MoEPrePermuteCpu final : public Kernel, public MoEPrePermuteInterface {
   std::string_view op_name_ = "MoEPrePermuteFwdOp";
 };
 
-/// The CPU pre-permute, then the CPU per-token-group quantization of its rows
-/// (moe_permute_quant_cpu.cpp): the two kernels the op's values are defined by.
+/// The CPU pre-permute's row order, each token's row quantized once by the CPU per-token-group
+/// quantization and the codes and scales gathered in that order (moe_permute_quant_cpu.cpp): the
+/// values of the two kernels the op's values are defined by, quantization being per row.
 class MoEPrePermuteQuantCpu final : public Kernel, public MoEPrePermuteQuantInterface {
  public:
   using Interface = MoEPrePermuteQuantInterface;

@@ -1,7 +1,9 @@
-// The CPU implementations of the quantizing pre-permute: the CPU pre-permute into a scratch of
-// x's dtype, then the CPU per-token-group quantization of all its rows, so that the values are
-// those of MoEPrePermuteFwdOp followed by PerTokenGroupQuantFP8FwdOp by construction; the masked
-// layout's moves those rows, bytes unchanged, into the experts' blocks.
+// The CPU implementations of the quantizing pre-permute: the CPU pre-permute's row order, each
+// token's row quantized once by the CPU per-token-group quantization (a row's codes and scales
+// depend on that row only) and gathered in that order, zero rows past the routed ones quantized
+// once too: the values of MoEPrePermuteFwdOp followed by PerTokenGroupQuantFP8FwdOp, with
+// 1 / top_k of its quantization; the masked layout's moves those rows, bytes unchanged, into the
+// experts' blocks.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,10 +11,36 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/parallel.h"
 #include "kernels/moe/moe_permute_impls.h"
 #include "kernels/quant/token_group_quant_impls.h"
 
 namespace tileops {
+
+namespace {
+
+// The codes and scales of `rows` rows of x quantized by the CPU per-token-group quantization.
+struct QuantizedRows {
+  Tensor q;
+  Tensor scales;
+};
+
+QuantizedRows quantize_rows(const Tensor& x, const MoEPrePermuteQuantCall& call, double eps) {
+  const std::int64_t rows = x.size(0);
+  QuantizedRows out{
+      Tensor::empty({rows, call.hidden}, DType::float8_e4m3fn, call.device),
+      Tensor::empty({rows, call.hidden / call.group_size}, DType::float32, call.device)};
+  TokenGroupQuantCall quant;
+  quant.device = call.device;
+  quant.rows = rows;
+  quant.cols = call.hidden;
+  quant.group_size = call.group_size;
+  quant.dtype = call.dtype;
+  TokenGroupQuantCpu(quant).forward(x, out.q, out.scales, eps);
+  return out;
+}
+
+}  // namespace
 
 void MoEPrePermuteQuantCpu::forward(const Tensor& x, const Tensor& ids, const Tensor* map,
                                     const Tensor& q, const Tensor& scales, const Tensor& offsets,
@@ -25,17 +53,31 @@ void MoEPrePermuteQuantCpu::forward(const Tensor& x, const Tensor& ids, const Te
   permute.num_experts = call_.num_experts;
   permute.dtype = call_.dtype;
   permute.has_map = call_.has_map;
-  const Tensor permuted =
-      Tensor::empty({call_.tokens * call_.top_k, call_.hidden}, call_.dtype, call_.device);
-  MoEPrePermuteCpu(permute, op_name_).forward(x, ids, map, permuted, offsets, inverse);
-  if (permuted.numel() == 0) return;
-  TokenGroupQuantCall quant;
-  quant.device = call_.device;
-  quant.rows = permuted.size(0);
-  quant.cols = call_.hidden;
-  quant.group_size = call_.group_size;
-  quant.dtype = call_.dtype;
-  TokenGroupQuantCpu(quant).forward(permuted, q, scales, eps);
+  const std::vector<std::int64_t> source =
+      pre_permute_rows_cpu(permute, op_name_, ids, map, offsets, inverse);
+  const std::int64_t pairs = call_.tokens * call_.top_k;
+  if (pairs == 0 || call_.hidden == 0) return;
+  const auto routed = static_cast<std::int64_t>(source.size());
+  const QuantizedRows tokens = quantize_rows(x, call_, eps);
+  const QuantizedRows zero = quantize_rows(
+      Tensor::zeros({routed < pairs ? 1 : 0, call_.hidden}, call_.dtype, call_.device), call_, eps);
+  const std::int64_t hidden = call_.hidden;
+  const std::int64_t groups = hidden / call_.group_size;
+  const auto* code_rows = static_cast<const std::uint8_t*>(tokens.q.data_ptr());
+  const float* scale_rows = tokens.scales.data<float>();
+  const auto* zero_codes = static_cast<const std::uint8_t*>(zero.q.data_ptr());
+  const float* zero_scales = zero.scales.data<float>();
+  auto* qp = static_cast<std::uint8_t*>(q.data_ptr());
+  float* sp = scales.data<float>();
+  cpu::parallel_for(pairs, pairs * hidden, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      const bool is_routed = r < routed;
+      const std::uint8_t* codes = is_routed ? code_rows + source[r] * hidden : zero_codes;
+      const float* row_scales = is_routed ? scale_rows + source[r] * groups : zero_scales;
+      std::memcpy(qp + r * hidden, codes, static_cast<std::size_t>(hidden));
+      std::copy_n(row_scales, groups, sp + r * groups);
+    }
+  });
 }
 
 void MoEPrePermuteQuantMaskedCpu::forward(const Tensor& x, const Tensor& ids, const Tensor* map,
