@@ -1,12 +1,16 @@
 // The merge of two attention states on the CPU, in parallel over the tokens: the weights of the
-// two sides from their lse in float32 (as the CUDA kernel computes them), out rounded once.
+// two sides from their lse in float32 (as the CUDA kernel computes them), out rounded once;
+// float16 rows converted whole (F16C, half_rows.h), the others element by element in one loop.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
+#include <vector>
 
 #include "kernels/attention/attention_impls.h"
 #include "kernels/cpu/elements.h"
+#include "kernels/cpu/half_rows.h"
 #include "kernels/cpu/parallel.h"
 
 namespace tileops {
@@ -24,6 +28,10 @@ void merge_rows(const Tensor& out_a, const Tensor& lse_a, const Tensor& out_b, c
   float* lo = lse.data<float>();
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   cpu::parallel_for(tokens, tokens * heads * dim * 3, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<float> rows(static_cast<std::size_t>(3 * dim));
+    float* ra = rows.data();
+    float* rb = ra + dim;
+    float* ro = rb + dim;
     for (std::int64_t t = begin; t < end; ++t) {
       for (std::int64_t h = 0; h < heads; ++h) {
         const std::int64_t at = h * tokens + t;
@@ -40,9 +48,16 @@ void merge_rows(const Tensor& out_a, const Tensor& lse_a, const Tensor& out_b, c
         lo[at] = m + std::log(sum);
         const float fa = wa / sum;
         const float fb = wb / sum;
-        for (std::int64_t d = 0; d < dim; ++d) {
-          o[row + d] =
-              cpu::from_float<T>(cpu::to_float(a[row + d]) * fa + cpu::to_float(b[row + d]) * fb);
+        if constexpr (std::is_same_v<T, Half>) {
+          cpu::half_row_to_float(a + row, ra, dim);
+          cpu::half_row_to_float(b + row, rb, dim);
+          for (std::int64_t d = 0; d < dim; ++d) ro[d] = ra[d] * fa + rb[d] * fb;
+          cpu::float_row_to_half(ro, o + row, dim);
+        } else {
+          for (std::int64_t d = 0; d < dim; ++d) {
+            o[row + d] =
+                cpu::from_float<T>(cpu::to_float(a[row + d]) * fa + cpu::to_float(b[row + d]) * fb);
+          }
         }
       }
     }
