@@ -1,7 +1,9 @@
 // cpu::e4m3_code_saturated (src/kernels/cpu/e4m3_codes.h), the branch-free encode of the CPU
 // token-group quantization, equals float_to_fp8e4m3 on [-448, 448] (every float whose low 11
 // mantissa bits are zero, and around every e4m3 value: the value, the midpoints to its
-// neighbours and one float either side of each), saturates beyond it and gives 0x7f for NaN.
+// neighbours and one float either side of each), saturates beyond it and gives 0x7f for NaN;
+// cpu::e4m3_value, the branch-free decode of the CPU FP8 GEMMs, equals fp8e4m3_to_float on every
+// code, bit for bit (NaN included).
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -53,6 +55,18 @@ TEST(CpuE4M3Codes, EveryValueTieAndNeighbourMatchesTheScalarEncode) {
   // NaN of either sign: 0x7f.
   EXPECT_EQ(cpu::e4m3_code_saturated(std::numeric_limits<float>::quiet_NaN()), 0x7f);
   EXPECT_EQ(cpu::e4m3_code_saturated(-std::numeric_limits<float>::quiet_NaN()), 0x7f);
+}
+
+TEST(CpuE4M3Codes, EveryCodeDecodesAsTheScalarDecodeBitForBit) {
+  for (int code = 0; code < 256; ++code) {
+    const auto c = static_cast<std::uint8_t>(code);
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(cpu::e4m3_value(c)),
+              std::bit_cast<std::uint32_t>(fp8e4m3_to_float(c)))
+        << "code 0x" << std::hex << code;
+  }
+  EXPECT_EQ(cpu::e4m3_value(0x01), 0x1p-9f);  // the smallest subnormal
+  EXPECT_EQ(cpu::e4m3_value(0x7e), 448.0f);
+  EXPECT_EQ(std::bit_cast<std::uint32_t>(cpu::e4m3_value(0x80)), 0x80000000u);  // -0
 }
 
 }  // namespace

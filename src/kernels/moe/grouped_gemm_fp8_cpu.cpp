@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/e4m3_codes.h"
 #include "kernels/cpu/elements.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/parallel.h"
@@ -23,14 +24,15 @@ namespace {
 /// OpenBLAS would cost more than the few rows' arithmetic (as in grouped_gemm_cpu.cpp).
 constexpr std::int64_t kBlasMinRows = 16;
 
-/// out[k] = e4m3(q[k]) * scales[k / block_k]: one row, its scales the row's K / block_k ones.
-void dequantize_row(const std::uint8_t* q, const float* scales, std::int64_t k,
-                    std::int64_t block_k, float* out) {
-  fp8e4m3_to_float_n(q, out, static_cast<std::size_t>(k));
+/// out[k] = e4m3(q[k]) * scales[k / block_k]: one row, its scales the row's K / block_k ones;
+/// the codes decoded by a loop the compiler vectorizes (cpu::e4m3_value).
+TILEOPS_CPU_CLONES void dequantize_row(const std::uint8_t* q, const float* scales, std::int64_t k,
+                                       std::int64_t block_k, float* out) {
   for (std::int64_t kb = 0; kb < k / block_k; ++kb) {
     const float s = scales[kb];
+    const std::uint8_t* codes = q + kb * block_k;
     float* block = out + kb * block_k;
-    for (std::int64_t i = 0; i < block_k; ++i) block[i] *= s;
+    for (std::int64_t i = 0; i < block_k; ++i) block[i] = cpu::e4m3_value(codes[i]) * s;
   }
 }
 
