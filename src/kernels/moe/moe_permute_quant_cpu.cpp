@@ -19,7 +19,7 @@ namespace tileops {
 
 namespace {
 
-// The codes and scales of `rows` rows of x quantized by the CPU per-token-group quantization.
+// The codes and scales of every row of x, by the CPU per-token-group quantization.
 struct QuantizedRows {
   Tensor q;
   Tensor scales;
