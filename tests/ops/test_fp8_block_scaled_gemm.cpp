@@ -1,8 +1,9 @@
 // FP8BlockScaledGemmFwdOp on the CPU: hand-computed values, the double-precision reference on
-// shapes with odd M and N not a multiple of 128 (the row-by-row and OpenBLAS paths, other block
-// sizes), bit-for-bit equality with MoEGroupedGemmFP8FwdOp over one expert (the same kernel
-// family), the scale layouts accepted (DeepGEMM's transposed, TMA-aligned a_scales) and strided
-// outputs, the defined results of 0 / NaN / inf scales, and the shape rules by type and message.
+// shapes with odd M and N not a multiple of 128 (the row-by-row and OpenBLAS paths, a weight in
+// more than one panel, other block sizes), bit-for-bit equality with MoEGroupedGemmFP8FwdOp over
+// one expert (the same kernel family), the scale layouts accepted (DeepGEMM's transposed,
+// TMA-aligned a_scales) and strided outputs, the defined results of 0 / NaN / inf scales, and
+// the shape rules by type and message.
 //
 // Tolerance, per output element: tests/ops/grouped_gemm_fp8_tolerance.h (E_cpu).
 #include <cmath>
@@ -90,13 +91,14 @@ TEST(FP8BlockScaledGemm, MatchesReferenceOnShapes) {
     std::int64_t m, n, k, block_n, block_k;
   };
   const std::vector<Shape> shapes = {
-      {1, 128, 128, 128, 128},   // one row, one block
-      {7, 200, 384, 128, 128},   // odd M (row by row), N = 200: a partial last weight block
-      {37, 130, 256, 128, 128},  // odd M past 16 rows (OpenBLAS), N = 128 + 2
-      {19, 1, 128, 128, 128},    // a single output column
-      {5, 96, 192, 32, 64},      // other block sizes (the CPU serves them)
-      {0, 128, 128, 128, 128},   // no rows
-      {3, 128, 0, 128, 128},     // K = 0: every element an empty sum
+      {1, 128, 128, 128, 128},     // one row, one block
+      {7, 200, 384, 128, 128},     // odd M (row by row), N = 200: a partial last weight block
+      {37, 130, 256, 128, 128},    // odd M past 16 rows (OpenBLAS), N = 128 + 2
+      {19, 1, 128, 128, 128},      // a single output column
+      {20, 300, 16384, 128, 128},  // 16 MB float32 panels: 256 weight rows, then 44
+      {5, 96, 192, 32, 64},        // other block sizes (the CPU serves them)
+      {0, 128, 128, 128, 128},     // no rows
+      {3, 128, 0, 128, 128},       // K = 0: every element an empty sum
   };
   unsigned seed = 1;
   for (const Shape& s : shapes) {

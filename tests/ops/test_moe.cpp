@@ -210,6 +210,22 @@ TEST(MoEGroupedGemm, LargeAndSmallGroupsMatchTheReference) {
   }
 }
 
+// A 16-bit weight reaches OpenBLAS in float32 panels of 16 MB: 600 rows of K = 8192 are a panel
+// of 512 rows and one of 88, and the gated halves (rows j and j + 300) lie in different panels.
+TEST(MoEGroupedGemm, WeightsBeyondOnePanelMatchTheReference) {
+  const std::vector<std::int32_t> counts = {20, 0, 17};
+  for (const std::string act : {"none", "silu_and_mul"}) {
+    const std::int64_t rows = std::accumulate(counts.begin(), counts.end(), 0);
+    MoEGroupedGemmFwdOp op({.activation = act});
+    const Tensor a = Tensor::randn({rows, 8192}, DType::bfloat16, 41);
+    const Tensor off = offsets_of(counts);
+    const Tensor b = weight({3, 600, 8192}, DType::bfloat16, 42);
+    const Tensor out = op(a, off, b);
+    const auto ref = run_reference("MoEGroupedGemmFwdOp", {a, off, b}, op.param_values());
+    expect_close(out, ref[0], act);
+  }
+}
+
 TEST(MoEGroupedGemm, BadOffsetsAndOddGatedWidthsAreErrors) {
   MoEGroupedGemmFwdOp op(MoEGroupedGemmFwdOp::Params{});
   const Tensor a = Tensor::randn({4, 8}, DType::bfloat16, 1);

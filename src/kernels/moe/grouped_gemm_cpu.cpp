@@ -109,8 +109,8 @@ void finish_rows(const float* acc, std::int64_t m, std::int64_t n, MoEActivation
 }
 
 /// Expert by expert: the group's rows times the expert's weights, by OpenBLAS's sgemm (inputs
-/// converted to float first when they are 16-bit) or, for a group of a few rows, by
-/// few_rows_gemm; then the activation. Rows outside every group are zero.
+/// converted to float first when they are 16-bit, the weights a panel at a time) or, for a group of
+/// a few rows, by few_rows_gemm; then the activation. Rows outside every group are zero.
 template <class T>
 void grouped_gemm_rows(const Tensor& a, const std::int32_t* offsets, const Tensor& b,
                        const Tensor& c, const GroupedGemmCall& call) {
@@ -145,15 +145,14 @@ void grouped_gemm_rows(const Tensor& a, const std::int32_t* offsets, const Tenso
     } else if (m < kBlasMinRows) {
       few_rows_gemm(a_rows, m, be, n, k, acc.data());
     } else {
-      const float* b_rows = nullptr;
       if constexpr (std::is_same_v<T, float>) {
-        b_rows = be;
+        cpu::gemm_abt(m, n, k, a_rows, k, be, k, acc.data(), n);
       } else {
-        b_float.resize(static_cast<std::size_t>(n * k));
-        to_float_rows(be, k, n, k, b_float.data());
-        b_rows = b_float.data();
+        const auto weight_rows = [&](std::int64_t row0, std::int64_t count, float* out) {
+          to_float_rows(be + row0 * k, k, count, k, out);
+        };
+        cpu::gemm_abt_panels(m, n, k, a_rows, k, weight_rows, b_float, acc.data(), n);
       }
-      cpu::gemm_abt(m, n, k, a_rows, k, b_rows, k, acc.data(), n);
     }
     finish_rows(acc.data(), m, n, call.activation, cp + first * n_out);
   }

@@ -89,11 +89,12 @@ class ExpertGemm {
         }
       });
     } else {
-      b_rows_.resize(static_cast<std::size_t>(n * k));
-      cpu::parallel_for(n, n * k, [&](std::int64_t begin, std::int64_t end) {
-        for (std::int64_t j = begin; j < end; ++j) weight_row(j, b_rows_.data() + j * k);
-      });
-      cpu::gemm_abt(m, n, k, a_rows_.data(), k, b_rows_.data(), k, acc.data(), n);
+      const auto weight_rows = [&](std::int64_t row0, std::int64_t count, float* out) {
+        cpu::parallel_for(count, count * k, [&](std::int64_t begin, std::int64_t end) {
+          for (std::int64_t j = begin; j < end; ++j) weight_row(row0 + j, out + j * k);
+        });
+      };
+      cpu::gemm_abt_panels(m, n, k, a_rows_.data(), k, weight_rows, b_rows_, acc.data(), n);
     }
   }
 
