@@ -54,7 +54,7 @@ TEST(GpuFailure, OutputPastTheFreeMemoryRaisesLeaksNothingAndTheOpKeepsWorking) 
   expect_close(op(small.to(kGpu), w_gpu), cpu_op(small, w), "before");
 
   // An input of 1 GiB, then everything but 256 MiB taken by the test: the 1 GiB output cannot be
-  // allocated.
+  // allocated. (Device-wide: ctest runs this test alone, tests/CMakeLists.txt.)
   const std::int64_t rows = (std::int64_t{1} << 30) / (kCols * 2);
   const Tensor big = Tensor::randn({rows, kCols}, DType::bfloat16, 4, kGpu);
   const std::size_t free_before = free_device_bytes();
