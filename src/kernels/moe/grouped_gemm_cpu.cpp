@@ -124,7 +124,7 @@ void grouped_gemm_rows(const Tensor& a, const std::int32_t* offsets, const Tenso
   std::fill_n(cp + offsets[call.experts] * n_out, (call.rows - offsets[call.experts]) * n_out,
               cpu::from_float<T>(0.0f));
   std::vector<float> a_float;
-  std::vector<float> b_float;
+  std::vector<float> weight_panel;
   std::vector<float> acc;
   for (std::int64_t e = 0; e < call.experts; ++e) {
     const std::int64_t first = offsets[e];
@@ -151,7 +151,7 @@ void grouped_gemm_rows(const Tensor& a, const std::int32_t* offsets, const Tenso
         const auto weight_rows = [&](std::int64_t row0, std::int64_t count, float* out) {
           to_float_rows(be + row0 * k, k, count, k, out);
         };
-        cpu::gemm_abt_panels(m, n, k, a_rows, k, weight_rows, b_float, acc.data(), n);
+        cpu::gemm_abt_panels(m, n, k, a_rows, k, weight_rows, weight_panel, acc.data(), n);
       }
     }
     finish_rows(acc.data(), m, n, call.activation, cp + first * n_out);

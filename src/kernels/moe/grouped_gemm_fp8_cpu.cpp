@@ -94,7 +94,7 @@ class ExpertGemm {
           for (std::int64_t j = begin; j < end; ++j) weight_row(row0 + j, out + j * k);
         });
       };
-      cpu::gemm_abt_panels(m, n, k, a_rows_.data(), k, weight_rows, b_rows_, acc.data(), n);
+      cpu::gemm_abt_panels(m, n, k, a_rows_.data(), k, weight_rows, weight_panel_, acc.data(), n);
     }
   }
 
@@ -102,7 +102,7 @@ class ExpertGemm {
   const GroupedGemmFP8Call& call_;
   Operands in_;
   std::vector<float> a_rows_;
-  std::vector<float> b_rows_;
+  std::vector<float> weight_panel_;
 };
 
 /// c rows (bfloat16) = the activation of the accumulators acc[m, n].
