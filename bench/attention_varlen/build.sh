@@ -12,6 +12,15 @@ SRC=(
   "$ROOT"/src/kernels/attention/attention_varlen_d64_cuda.cu
   "$ROOT"/src/kernels/attention/attention_varlen_d128_cuda.cu
   "$ROOT"/src/kernels/attention/attention_varlen_d256_cuda.cu
+  "$ROOT"/src/kernels/attention/attention_paged_launch_cuda.cu
+  "$ROOT"/src/kernels/attention/attention_paged_d64_cuda.cu
+  "$ROOT"/src/kernels/attention/attention_paged_d128_cuda.cu
+  "$ROOT"/src/kernels/attention/attention_paged_d256_cuda.cu
+  "$ROOT"/src/kernels/attention/attention_paged_tma_d64_cuda.cu
+  "$ROOT"/src/kernels/attention/attention_paged_tma_d128_cuda.cu
+  "$ROOT"/src/kernels/attention/attention_paged_tma_d256_cuda.cu
+  "$ROOT"/src/kernels/common/tma_map.cu
+  "$ROOT"/src/core/dtype.cpp
 )
 TMP=$(mktemp -d)
 pids=()
