@@ -111,3 +111,41 @@ def test_compiled_min_tokens_reaches_apply_tileops(tmp_path: Path, monkeypatch: 
                    "--no-split", "--iters", "1", "--warmup", "0", "--compiled-min-tokens", "0", "--markdown", str(md)])
     assert rc == 0 and seen == [0]
     assert "apply_tileops(compiled_min_tokens=0)" in md.read_text()
+
+
+def test_interleave_times_every_mode_in_each_round(tmp_path: Path) -> None:
+    from tileops.models import _interleave
+
+    out, md = tmp_path / "rows.json", tmp_path / "interleaved.md"
+    rc = cli.main(["interleave", "--device", "cpu", "--quick", "--case", "llama3-8b-layer", "--tokens", "16",
+                   "--modes", "unpatched eager,tileops eager,unpatched compiled,tileops compiled",
+                   "--rounds", "3", "--iters", "1", "--warmup", "1", "--compiled-min-tokens", "0",
+                   "--json", str(out), "--markdown", str(md)])
+    assert rc == 0
+    rows = json.loads(out.read_text())
+    assert [(r["phase"], r["mode"]) for r in rows] == [("layer T=16", m) for m in (
+        "unpatched eager", "tileops eager", "unpatched compiled", "tileops compiled")]
+    for r in rows:
+        assert len(r["rounds"]) == 3 and all(t > 0 for t in r["rounds"])
+        assert r["min"] == min(r["rounds"]) and r["gpu_ms"] is None  # no GPU work on the CPU
+    text = md.read_text()
+    assert "# Models, interleaved (cpu, quick)" in text and "3 rounds of every mode in turn" in text
+    eager = {r["mode"]: r["median"] for r in rows if r["mode"].endswith("eager")}
+    want = _interleave._percent(eager["tileops eager"] / eager["unpatched eager"] - 1.0)
+    assert f"| llama3-8b-layer | layer T=16 | tileops eager | {eager['tileops eager']:.3f} |" in text
+    assert text.splitlines()[-3].endswith(f"| {want} |")  # tileops eager against unpatched eager
+
+
+def test_interleave_refuses_unknown_modes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["interleave", "--device", "cpu", "--quick", "--case", "llama3-8b-layer", "--modes",
+                  "tileops eager,liger eager"])
+    assert "--modes: liger eager" in capsys.readouterr().err
+
+
+def test_interleave_truncates_changes_toward_zero() -> None:
+    from tileops.models import _interleave
+
+    assert _interleave._percent(0.0789) == "+7.8%"
+    assert _interleave._percent(-0.0789) == "-7.8%"
+    assert _interleave._percent(0.0) == "+0.0%"

@@ -1,10 +1,13 @@
-"""python -m tileops.models bench | list
+"""python -m tileops.models bench | interleave | list
 
     python -m tileops.models bench --device cuda --markdown docs/perf/DATE-h200-models.md
     python -m tileops.models bench --device cpu --quick          # a smoke run on tiny models
+    python -m tileops.models interleave --case llama3-8b-layer --tokens 1024,4096
 
 bench: transformers models and layers with tileops against the same unpatched (eager,
 torch.compile, CUDA graphs for decode) and Liger-Kernel; see tileops/models/_bench.py.
+interleave: the eager and compiled modes of a case timed in interleaved rounds, with the GPU work
+per call (the comparison a drifting host cannot skew); see tileops/models/_interleave.py.
 """
 
 from __future__ import annotations
@@ -20,6 +23,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 import torch
+
+
+# python -m tileops.models interleave's modes (tileops/models/_interleave.py, MODES).
+_INTERLEAVE_MODES = ("unpatched eager", "unpatched compiled", "tileops eager", "tileops compiled")
 
 
 def _commit() -> str:
@@ -42,7 +49,8 @@ def _min_tokens(args: argparse.Namespace) -> int:
     return COMPILED_MIN_TOKENS if args.compiled_min_tokens is None else args.compiled_min_tokens
 
 
-def _header(args: argparse.Namespace, argv: list[str]) -> str:
+def _header(args: argparse.Namespace, argv: list[str], title: str = "Models bench",
+            timing: str | None = None) -> str:
     import transformers
 
     device = torch.cuda.get_device_name() if args.device == "cuda" else platform.processor() or "cpu"
@@ -55,7 +63,7 @@ def _header(args: argparse.Namespace, argv: list[str]) -> str:
     except Exception:  # noqa: BLE001
         liger = "not installed"
     return "\n".join([
-        f"# Models bench ({args.device}{', quick' if args.quick else ''})",
+        f"# {title} ({args.device}{', quick' if args.quick else ''})",
         "",
         f"- date: {datetime.date.today().isoformat()}, commit: {_commit()}",
         f"- device: {device}",
@@ -63,9 +71,9 @@ def _header(args: argparse.Namespace, argv: list[str]) -> str:
         f"- torch {torch.__version__}, transformers {transformers.__version__}, liger-kernel {liger}",
         f"- apply_tileops(compiled_min_tokens={_min_tokens(args)}): compiled calls of fewer tokens run "
         "transformers' norm, rotation and attention",
-        f"- timing: median of {args.iters} calls after {args.warmup} warm-up calls (CUDA events per "
-        "call on the GPU); split by kind (ms per call, device time) from a profiled run of 3 calls; "
-        "weights random, bf16",
+        timing or (f"- timing: median of {args.iters} calls after {args.warmup} warm-up calls (CUDA "
+                   "events per call on the GPU); split by kind (ms per call, device time) from a "
+                   "profiled run of 3 calls; weights random, bf16"),
         "",
         "",
     ])
@@ -103,6 +111,20 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--no-split", action="store_true", help="skip the profiled split by kind")
     bench.add_argument("--json", type=Path, help="write the rows as JSON")
     bench.add_argument("--markdown", type=Path, help="write the header and the table as markdown")
+    inter = sub.add_parser("interleave", help="time a case's modes in interleaved rounds")
+    inter.add_argument("--device", choices=["cuda", "cpu"], default="cuda" if torch.cuda.is_available() else "cpu")
+    inter.add_argument("--quick", action="store_true", help="tiny configurations and token counts (a smoke run)")
+    inter.add_argument("--case", action="append", required=True, help="the case (repeatable; see `list`)")
+    inter.add_argument("--tokens", help="token counts instead of the cases' own, e.g. 1024,4096")
+    inter.add_argument("--modes", default=",".join(_INTERLEAVE_MODES),
+                       help="comma-separated, of: " + ", ".join(_INTERLEAVE_MODES))
+    inter.add_argument("--rounds", type=int, default=7, help="rounds of every mode in turn (default 7)")
+    inter.add_argument("--iters", type=int, default=None, help="timed calls per mode and round (default 30; quick 2)")
+    inter.add_argument("--warmup", type=int, default=None, help="warm-up calls per mode (default 3; quick 1)")
+    inter.add_argument("--compiled-min-tokens", type=int, default=None,
+                       help="apply_tileops's compiled_min_tokens (default: its own)")
+    inter.add_argument("--json", type=Path, help="write the results as JSON")
+    inter.add_argument("--markdown", type=Path, help="write the header and the table as markdown")
     sub.add_parser("list", help="list the cases")
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
@@ -118,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [c for c in args.case or [] if c not in names]
     if unknown:
         parser.error(f"unknown case(s) {', '.join(unknown)}; cases: {', '.join(sorted(names))}")
+    if args.command == "interleave":
+        return _interleave(parser, args, argv)
     args.iters = args.iters or (3 if args.quick else 20)
     args.warmup = args.warmup if args.warmup is not None else (1 if args.quick else 3)
     tokens = tuple(int(t) for t in args.tokens.split(",")) if args.tokens else None
@@ -134,6 +158,42 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     failed = [r for r in rows if r.ms is None and r.note.startswith("failed") and "FP8Experts" not in r.mode]
     return 1 if failed else 0
+
+
+def _interleave(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str]) -> int:
+    from tileops.models import _bench, _interleave
+
+    modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
+    bad = [m for m in modes if m not in _interleave.MODES]
+    if bad or not modes:
+        parser.error(f"--modes: {', '.join(bad) or 'none given'}; modes: {', '.join(_interleave.MODES)}")
+    if args.rounds < 1:
+        parser.error(f"--rounds must be >= 1, got {args.rounds}")
+    args.iters = args.iters or (2 if args.quick else 30)
+    if args.iters < 1:
+        parser.error(f"--iters must be >= 1, got {args.iters}")
+    args.warmup = args.warmup if args.warmup is not None else (1 if args.quick else 3)
+    tokens = tuple(int(t) for t in args.tokens.split(",")) if args.tokens else None
+    opts = _bench.Options(device=args.device, quick=args.quick, warmup=args.warmup, iters=args.iters,
+                          tokens=tokens, compiled_min_tokens=args.compiled_min_tokens)
+    results: list = []
+    for case in _bench.CASES:
+        if case.name in args.case:
+            results.extend(_interleave.run(case, opts, modes, args.rounds))
+    timing = (f"- timing: {args.rounds} rounds of every mode in turn, each the median of {args.iters} "
+              f"calls (CUDA events around each call and a synchronisation after it on the GPU) after "
+              f"{args.warmup} warm-up calls per mode; GPU ms: kernel time per call from a profiled run of "
+              "3 calls; the unpatched and the patched case are two instances with the same random bf16 "
+              "weights")
+    text = (_header(args, argv, "Models, interleaved", timing) + "## ms per call\n\n"
+            + _interleave.table(results) + "\n")
+    if args.markdown:
+        args.markdown.write_text(text)
+    if args.json:
+        args.json.write_text(json.dumps([{**asdict(r), "median": r.median, "min": r.best} for r in results],
+                                        indent=1))
+    print(text)
+    return 0
 
 
 if __name__ == "__main__":
