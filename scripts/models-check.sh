@@ -7,7 +7,10 @@
 # models-bench.md and models-bench.json to OUT, and bench/attention_decode_layout.py (what serving
 # a decode step's attention would cost in layout, beside sdpa) to attention-layout.md.
 # MODELS_BENCH_ARGS adds bench options (e.g. --no-compile); MODELS_STEPS picks steps (default
-# "install test bench layout").
+# "install test bench interleave layout"). The interleave step times the compiled Llama-3-8B layer,
+# unpatched and patched, in interleaved rounds at 1024-8192 tokens (`python -m tileops.models
+# interleave`: where COMPILED_MIN_TOKENS sits) into interleaved.md and interleaved.json;
+# MODELS_INTERLEAVE_ARGS replaces its options.
 #
 # Environment: OUT (default build-models-gpu/out), JOBS (default: cores), TILEOPS_SITE.
 set -uo pipefail
@@ -17,7 +20,7 @@ cd "$repo" || exit 1
 build="$repo/build-models-gpu"
 logs="${OUT:-$build/out}"
 site="${TILEOPS_SITE:-${TMPDIR:-/tmp}/tileops-site}"
-steps=" ${MODELS_STEPS:-install test bench layout} "
+steps=" ${MODELS_STEPS:-install test bench interleave layout} "
 mkdir -p "$logs"
 # No network on the GPU hosts: transformers' hub kernels (its FP8 experts') fail at once.
 export PYTHONUNBUFFERED=1 CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-$(nproc)}" HF_HUB_OFFLINE=1
@@ -66,6 +69,17 @@ if [[ "$steps" == *" bench "* ]]; then
     --markdown "$logs/models-bench.md" --json "$logs/models-bench.json" \
     2> "$logs/models-bench.err" || rc=1
   tail -n 5 "$logs/models-bench.err"
+fi
+
+if [[ "$steps" == *" interleave "* ]]; then
+  # The options as the shell would split them (the modes' list is one quoted word).
+  eval "interleave_args=(${MODELS_INTERLEAVE_ARGS:---case llama3-8b-layer --tokens 1024,2048,4096,8192 \
+    --modes \"unpatched compiled,tileops compiled\"})"
+  echo "== python -m tileops.models interleave ${interleave_args[*]}"
+  python3 -m tileops.models interleave --device cuda "${interleave_args[@]}" \
+    --markdown "$logs/interleaved.md" --json "$logs/interleaved.json" \
+    > /dev/null 2> "$logs/interleaved.err" || rc=1
+  grep -E "^\|" "$logs/interleaved.md" 2> /dev/null || tail -n 5 "$logs/interleaved.err"
 fi
 
 if [[ "$steps" == *" layout "* ]]; then
