@@ -149,3 +149,10 @@ def test_interleave_truncates_changes_toward_zero() -> None:
     assert _interleave._percent(0.0789) == "+7.8%"
     assert _interleave._percent(-0.0789) == "-7.8%"
     assert _interleave._percent(0.0) == "+0.0%"
+
+
+@pytest.mark.parametrize("option", [["--rounds", "0"], ["--iters", "0"]])
+def test_interleave_refuses_empty_rounds(option: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["interleave", "--device", "cpu", "--quick", "--case", "llama3-8b-layer", *option])
+    assert f"{option[0]} must be >= 1, got 0" in capsys.readouterr().err

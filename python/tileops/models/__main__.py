@@ -24,9 +24,7 @@ from pathlib import Path
 
 import torch
 
-
-# python -m tileops.models interleave's modes (tileops/models/_interleave.py, MODES).
-_INTERLEAVE_MODES = ("unpatched eager", "unpatched compiled", "tileops eager", "tileops compiled")
+from tileops.models._interleave import MODES as INTERLEAVE_MODES
 
 
 def _commit() -> str:
@@ -116,8 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     inter.add_argument("--quick", action="store_true", help="tiny configurations and token counts (a smoke run)")
     inter.add_argument("--case", action="append", required=True, help="the case (repeatable; see `list`)")
     inter.add_argument("--tokens", help="token counts instead of the cases' own, e.g. 1024,4096")
-    inter.add_argument("--modes", default=",".join(_INTERLEAVE_MODES),
-                       help="comma-separated, of: " + ", ".join(_INTERLEAVE_MODES))
+    inter.add_argument("--modes", default=",".join(INTERLEAVE_MODES),
+                       help="comma-separated, of: " + ", ".join(INTERLEAVE_MODES))
     inter.add_argument("--rounds", type=int, default=7, help="rounds of every mode in turn (default 7)")
     inter.add_argument("--iters", type=int, default=None, help="timed calls per mode and round (default 30; quick 2)")
     inter.add_argument("--warmup", type=int, default=None, help="warm-up calls per mode (default 3; quick 1)")
@@ -141,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown case(s) {', '.join(unknown)}; cases: {', '.join(sorted(names))}")
     if args.command == "interleave":
-        return _interleave(parser, args, argv)
+        return _run_interleave(parser, args, argv)
     args.iters = args.iters or (3 if args.quick else 20)
     args.warmup = args.warmup if args.warmup is not None else (1 if args.quick else 3)
     tokens = tuple(int(t) for t in args.tokens.split(",")) if args.tokens else None
@@ -160,16 +158,17 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failed else 0
 
 
-def _interleave(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str]) -> int:
+def _run_interleave(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str]) -> int:
     from tileops.models import _bench, _interleave
 
     modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
-    bad = [m for m in modes if m not in _interleave.MODES]
+    bad = [m for m in modes if m not in INTERLEAVE_MODES]
     if bad or not modes:
-        parser.error(f"--modes: {', '.join(bad) or 'none given'}; modes: {', '.join(_interleave.MODES)}")
+        parser.error(f"--modes: {', '.join(bad) or 'none given'}; modes: {', '.join(INTERLEAVE_MODES)}")
     if args.rounds < 1:
         parser.error(f"--rounds must be >= 1, got {args.rounds}")
-    args.iters = args.iters or (2 if args.quick else 30)
+    if args.iters is None:
+        args.iters = 2 if args.quick else 30
     if args.iters < 1:
         parser.error(f"--iters must be >= 1, got {args.iters}")
     args.warmup = args.warmup if args.warmup is not None else (1 if args.quick else 3)
