@@ -322,8 +322,7 @@ def run_case(case: Case, opts: Options) -> list[Row]:
             _measure(case, phase, "unpatched eager (transformers FP8Experts)", model, opts, rows)
     for label in ("tileops", "unpatched"):
         if label == "tileops":
-            options = {} if opts.compiled_min_tokens is None else {"compiled_min_tokens": opts.compiled_min_tokens}
-            opts.log(f"  apply_tileops: {apply_tileops(model, **options)}")
+            opts.log(f"  apply_tileops: {apply_tileops(model, **apply_options(opts))}")
         else:
             remove_tileops(model)
             if case.fp8:
@@ -345,6 +344,11 @@ def run_case(case: Case, opts: Options) -> list[Row]:
         _liger(case, opts, rows)
         _free(opts)
     return rows
+
+
+def apply_options(opts: Options) -> dict[str, int]:
+    """apply_tileops's keywords for a run: compiled_min_tokens when the run names one."""
+    return {} if opts.compiled_min_tokens is None else {"compiled_min_tokens": opts.compiled_min_tokens}
 
 
 def _free(opts: Options) -> None:

@@ -90,9 +90,7 @@ def _modules(case: _bench.Case, opts: _bench.Options,
     patched = None
     if any(m.startswith("tileops") for m in modes):
         patched, _ = _bench.build(case, opts)
-        min_tokens = opts.compiled_min_tokens
-        options = {} if min_tokens is None else {"compiled_min_tokens": min_tokens}
-        opts.log(f"  apply_tileops: {apply_tileops(patched, **options)}")
+        opts.log(f"  apply_tileops: {apply_tileops(patched, **_bench.apply_options(opts))}")
     source = {"unpatched": unpatched, "tileops": patched}
     out: dict[str, nn.Module] = {}
     for mode in modes:
@@ -102,12 +100,8 @@ def _modules(case: _bench.Case, opts: _bench.Options,
 
 
 def run(case: _bench.Case, opts: _bench.Options, modes: tuple[str, ...], rounds: int) -> list[Interleaved]:
-    """Every phase of `case` in `modes`, timed in `rounds` interleaved rounds of opts.iters calls."""
-    unknown = [m for m in modes if m not in MODES]
-    if unknown or not modes:
-        raise ValueError(f"modes must be some of {', '.join(MODES)}; got {', '.join(modes) or 'none'}")
-    if rounds < 1 or opts.iters < 1:
-        raise ValueError(f"rounds and iters must be >= 1, got {rounds} and {opts.iters}")
+    """Every phase of `case` in `modes` (some of MODES; the command line checks them and the
+    counts), timed in `rounds` interleaved rounds of opts.iters calls."""
     opts.log(f"{case.name}: building {', '.join(modes)}")
     torch._dynamo.reset()
     results: list[Interleaved] = []
