@@ -265,7 +265,7 @@ class TileOpsAttention(Replacement):
         self._min_tokens.value = value
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        return self.hf_module(*args, **kwargs)
+        return self.hf_module.forward(*args, **kwargs)
 
     def extra_repr(self) -> str:
         windows = [w for w in self.plan.ops if w is not None]

@@ -47,7 +47,9 @@ class Replacement(nn.Module):
 
     The replaced module is kept unregistered (``hf_module``: its parameters are the
     replacement's own, registered under the same names, so state_dict keys do not change): calls
-    tileops cannot serve run it, and remove_tileops puts it back.
+    tileops cannot serve run its ``forward`` (directly: no hook can be registered on a module
+    outside the tree, and ``Module.__call__`` would add guards to every compiled call), and
+    remove_tileops puts it back.
     """
 
     kind: str = ""

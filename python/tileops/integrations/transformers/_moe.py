@@ -199,7 +199,7 @@ class TileOpsMoE(Replacement):
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         if not self._serves(hidden_states):
-            return self.hf_module(hidden_states)
+            return self.hf_module.forward(hidden_states)
         x = hidden_states.reshape(-1, hidden_states.shape[-1])
         gate = self.gate
         if gate._forward_hooks or gate._forward_pre_hooks:

@@ -50,10 +50,10 @@ class TileOpsRMSNorm(Replacement):
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         if hidden_states.dtype != self.weight.dtype or runs_transformers(hidden_states, self.weight):
-            return self.hf_module(hidden_states)
+            return self.hf_module.forward(hidden_states)
         tokens = hidden_states.numel() // max(int(self.weight.shape[0]), 1)
         if traces_transformers(tokens, self.compiled_min_tokens):
-            return self.hf_module(hidden_states)
+            return self.hf_module.forward(hidden_states)
         return self.op(hidden_states, self.weight)
 
     def extra_repr(self) -> str:

@@ -206,7 +206,7 @@ def _rotation(rope: TileOpsRotaryEmbedding, original: Callable[..., Any], layout
         if q.dtype not in DTYPES or k.dtype not in DTYPES or runs_transformers(q, k) \
                 or traces_transformers(tokens, rope.compiled_min_tokens):
             # transformers' own rotation, from its rotary module's cos and sin
-            cos, sin = rope.hf_module(q, positions)
+            cos, sin = rope.hf_module.forward(q, positions)
             return original(q, k, cos, sin, *args, **kwargs)
         return (rope.rotate(q, positions, use_long, heads_dim, interleaved),
                 rope.rotate(k, positions, use_long, heads_dim, interleaved))
