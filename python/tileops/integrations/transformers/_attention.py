@@ -210,10 +210,10 @@ def _function(plan: Plan, original: Any, min_tokens: _MinTokens) -> Callable[...
 
     def tileops_attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                           attention_mask: Any, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, None]:
-        op = ops.get(kwargs.get("sliding_window"))
         tokens = query.shape[0] * query.shape[2]
-        if op is None or traces_transformers(tokens, min_tokens.value) \
-                or not _serves(module, query, key, value, attention_mask, args, kwargs, scaling):
+        # The compiled threshold first: a call it decides reads nothing else (fewer guards).
+        op = None if traces_transformers(tokens, min_tokens.value) else ops.get(kwargs.get("sliding_window"))
+        if op is None or not _serves(module, query, key, value, attention_mask, args, kwargs, scaling):
             return original[implementation](module, query, key, value, attention_mask, *args, **kwargs)
         return _attend(op, query, key, value), None
 

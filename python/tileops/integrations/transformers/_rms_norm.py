@@ -49,10 +49,10 @@ class TileOpsRMSNorm(Replacement):
                                        eps=self.variance_epsilon)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        if hidden_states.dtype != self.weight.dtype or runs_transformers(hidden_states, self.weight):
-            return self.hf_module.forward(hidden_states)
+        # The compiled threshold first: a call it decides reads nothing else (fewer guards).
         tokens = hidden_states.numel() // max(int(self.weight.shape[0]), 1)
-        if traces_transformers(tokens, self.compiled_min_tokens):
+        if traces_transformers(tokens, self.compiled_min_tokens) \
+                or hidden_states.dtype != self.weight.dtype or runs_transformers(hidden_states, self.weight):
             return self.hf_module.forward(hidden_states)
         return self.op(hidden_states, self.weight)
 

@@ -203,8 +203,8 @@ def _rotation(rope: TileOpsRotaryEmbedding, original: Callable[..., Any], layout
         positions, use_long = cos, sin
         heads_dim = heads_dim_of(args, kwargs)
         tokens = q.shape[0] * q.shape[2 if heads_dim == 1 else 1]  # rotate()'s layouts
-        if q.dtype not in DTYPES or k.dtype not in DTYPES or runs_transformers(q, k) \
-                or traces_transformers(tokens, rope.compiled_min_tokens):
+        if traces_transformers(tokens, rope.compiled_min_tokens) \
+                or q.dtype not in DTYPES or k.dtype not in DTYPES or runs_transformers(q, k):
             # transformers' own rotation, from its rotary module's cos and sin
             cos, sin = rope.hf_module.forward(q, positions)
             return original(q, k, cos, sin, *args, **kwargs)
