@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/attention/attention_paged_kernel.cuh"
+#include "kernels/attention/attention_paged_merge_kernel.cuh"
 #include "tileops/core/dtype.h"
 
 namespace tileops::cuda_kernels::paged_detail {
