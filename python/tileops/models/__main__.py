@@ -184,8 +184,9 @@ def _run_interleave(parser: argparse.ArgumentParser, args: argparse.Namespace, a
               f"{args.warmup} warm-up calls per mode; GPU ms: kernel time per call from a profiled run of "
               "3 calls; the unpatched and the patched case are two instances with the same random bf16 "
               "weights")
+    note = _interleave.noise_note(results)
     text = (_header(args, argv, "Models, interleaved", timing) + "## ms per call\n\n"
-            + _interleave.table(results) + "\n")
+            + _interleave.table(results) + "\n" + (f"\n{note}\n" if note else ""))
     if args.markdown:
         args.markdown.write_text(text)
     if args.json:

@@ -143,6 +143,22 @@ def _percent(change: float) -> str:
     return f"{_tenths(change):+.1f}%"
 
 
+# A mode whose rounds spread by more than this makes the run a poor measurement of small changes.
+NOISY_SPREAD = 0.10
+
+
+def noise_note(results: list[Interleaved]) -> str:
+    """A line for the report when some mode's rounds spread by more than NOISY_SPREAD (a busy or
+    drifting host), else ""."""
+    noisy = [r for r in results if r.spread > NOISY_SPREAD]
+    if not noisy:
+        return ""
+    worst = max(noisy, key=lambda r: r.spread)
+    return (f"Host noise: the rounds of {len(noisy)} of {len(results)} (phase, mode) pairs spread by more "
+            f"than {NOISY_SPREAD:.0%} (up to {_tenths(worst.spread):.1f}%, {worst.phase}, {worst.mode}); "
+            "changes within a spread are not measurements: rerun on a quieter host or with more rounds.")
+
+
 def table(results: list[Interleaved]) -> str:
     """A markdown table: per (case, phase, mode) the rounds' median, minimum and spread, the GPU
     work, and the median against the unpatched mode of the same kind (eager or compiled), marked
