@@ -79,7 +79,7 @@ if [[ "$steps" == *" interleave "* ]]; then
   python3 -m tileops.models interleave --device cuda "${interleave_args[@]}" \
     --markdown "$logs/interleaved.md" --json "$logs/interleaved.json" \
     > /dev/null 2> "$logs/interleaved.err" || rc=1
-  grep -E "^\|" "$logs/interleaved.md" 2> /dev/null || tail -n 5 "$logs/interleaved.err"
+  grep -E "^\||^Host noise" "$logs/interleaved.md" 2> /dev/null || tail -n 5 "$logs/interleaved.err"
 fi
 
 if [[ "$steps" == *" layout "* ]]; then
