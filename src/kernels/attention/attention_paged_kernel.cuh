@@ -26,6 +26,7 @@
 #include <cstdint>
 
 #include "kernels/attention/attention_mma.cuh"
+#include "kernels/common/fast_divide.h"
 
 namespace tileops::cuda_kernels::paged_detail {
 
@@ -61,7 +62,18 @@ struct PagedParams {
   float inv_softcap;
   int causal;
   int window_left;  // < 0: none (clamped to 2^30 on the host)
+  // The divisors of the blocks' index arithmetic, as multiplies: an integer division is a long
+  // call on the dependent chain a decoding block runs before its first copy.
+  kernels::FastDivide by_splits;
+  kernels::FastDivide by_heads_kv;
+  kernels::FastDivide by_group;
+  kernels::FastDivide by_heads_q;
 };
+
+// Query row r of a sequence (r < 2^30) is query r / group of head r % group of the KV head's group.
+__device__ __forceinline__ int query_of_row(const PagedParams& p, int r) {
+  return static_cast<int>(p.by_group.quotient(static_cast<uint32_t>(r)));
+}
 
 /// K / V stages per head dim: 4 x 16 KB (D 64), 3 x 32 KB (D 128), 2 x 64 KB (D 256).
 template <int D>
@@ -140,6 +152,27 @@ __device__ __forceinline__ bool find_tile(const PagedParams& p, int slot, TileSi
   return false;
 }
 
+// A decoding block's guess of its table entries, prefetched into L2 while warp 0 finds the
+// block's tile: with one query per sequence and the group at most 16 rows, slot `slot` is
+// sequence `slot`, and a sequence filling its table row cuts into the splits as the kernel cuts
+// it. A wrong guess (other packings, shorter sequences) only costs the prefetch.
+template <int ROWS>
+__device__ __forceinline__ void prefetch_table_guess(const PagedParams& p, int slot, int split) {
+  if constexpr (ROWS == 16) {
+    const int keys = p.width << p.page_shift;
+    const int units = (keys + kKeys - 1) / kKeys;
+    const int per = static_cast<int>(p.by_splits.quotient(static_cast<uint32_t>(units + p.splits - 1)));
+    const long long ks = static_cast<long long>(split) * per * kKeys;
+    const long long ke = min(static_cast<long long>(keys), ks + static_cast<long long>(per) * kKeys);
+    if (ks >= ke) return;
+    const int32_t* row = p.table + static_cast<long long>(slot) * p.width;
+    const uintptr_t first = reinterpret_cast<uintptr_t>(row + (ks >> p.page_shift)) & ~uintptr_t{127};
+    const uintptr_t last = reinterpret_cast<uintptr_t>(row + ((ke - 1) >> p.page_shift));
+    const uintptr_t line = first + 128u * (threadIdx.x & 31u);
+    if (line <= last) asm volatile("prefetch.L2 [%0];" ::"l"(line));
+  }
+}
+
 template <typename T, int D, int ROWS>
 __global__ void __launch_bounds__(kThreads) attention_paged_kernel(const PagedParams p) {
   using S = PagedShape<D, ROWS>;
@@ -158,14 +191,17 @@ __global__ void __launch_bounds__(kThreads) attention_paged_kernel(const PagedPa
   const int warp = tid >> 5;
   // Block x is (slot, KV head, split) with the split fastest and the slot slowest, so that the
   // blocks of the first slots, which hold tiles, start first and the bound's spare slots last.
-  const int split = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.splits));
-  const int rest = static_cast<int>(blockIdx.x / static_cast<unsigned>(p.splits));
-  const int g = rest % p.heads_kv;
-  const int slot = rest / p.heads_kv;
+  const uint32_t rest = p.by_splits.quotient(blockIdx.x);
+  const int split = static_cast<int>(p.by_splits.remainder(blockIdx.x, rest));
+  const uint32_t slot_index = p.by_heads_kv.quotient(rest);
+  const int g = static_cast<int>(p.by_heads_kv.remainder(rest, slot_index));
+  const int slot = static_cast<int>(slot_index);
   if (warp == 0) {
     TileSite site{};
     if (!find_tile<ROWS>(p, slot, site)) site.b = -1;
     if (lane == 0) s_site = site;
+  } else if (warp == 1 && slot < p.batch) {
+    prefetch_table_guess<ROWS>(p, slot, split);
   }
   __syncthreads();
   const int b = s_site.b;
@@ -184,12 +220,12 @@ __global__ void __launch_bounds__(kThreads) attention_paged_kernel(const PagedPa
   // unit products in 64: a 64-bit division is a long call on the block's dependent chain.
   int lo = 0;
   int hi = sk;
-  if (p.window_left >= 0) lo = max(0, r0 / p.group + off - p.window_left);
-  if (p.causal) hi = min(hi, r_last / p.group + off + 1);
+  if (p.window_left >= 0) lo = max(0, query_of_row(p, r0) + off - p.window_left);
+  if (p.causal) hi = min(hi, query_of_row(p, r_last) + off + 1);
   if (hi < lo) hi = lo;
   const int u0 = lo / kKeys;
   const int units = static_cast<int>((static_cast<unsigned>(hi) + kKeys - 1) / kKeys) - u0;
-  const int per = (units + p.splits - 1) / p.splits;
+  const int per = static_cast<int>(p.by_splits.quotient(static_cast<uint32_t>(units + p.splits - 1)));
   const int ks = static_cast<int>(
       max(static_cast<long long>(lo), static_cast<long long>(u0 + split * per) * kKeys));
   const int ke = static_cast<int>(
@@ -211,18 +247,22 @@ __global__ void __launch_bounds__(kThreads) attention_paged_kernel(const PagedPa
   // The pages of [ks, ke): the only table entries read.
   const int page_lo = ks >> p.page_shift;
   const int page_hi = min((ke - 1) >> p.page_shift, p.width - 1);
-  // The block ids of this thread's rows of tile t (-1: a zero row), looked up one tile ahead of
-  // its copies so that the table's latency stays off the pipeline. A tile's 64 keys span at most
-  // kKeys / 16 pages: lane l of each warp reads the entry of the tile's page l, and row i takes
-  // its page's entry by shuffle (row i's page is the same in every thread: row0 < kRowStep,
-  // which divides the page size).
-  const auto lookup = [&](int t, int(&ids)[S::kLoads]) {
-    const int kt = (t_begin + t) * kKeys;
-    const int first_page = kt >> p.page_shift;
-    const int page = first_page + lane;
+  // The table entries of tiles [t, t + count): a tile's 64 keys span at most kKeys / 16 pages,
+  // lane l of each warp reads the entry of the tiles' page l. Loaded a tile ahead of their use
+  // (the whole pipeline fill at once) so that the table's latency stays off the copies' chain.
+  const auto load_entries = [&](int t, int count) {
+    const int page = (((t_begin + t) * kKeys) >> p.page_shift) + lane;
     int entry = -1;
-    if (lane < kKeys / 16 && t < n_tiles && page >= page_lo && page <= page_hi)
+    if (lane < count * (kKeys / 16) && n_tiles > 0 && page >= page_lo && page <= page_hi)
       entry = __ldg(table + page);
+    return entry;
+  };
+  // The block ids of this thread's rows of tile t (-1: a zero row) from the entries of tiles
+  // [t0, ...): row i takes its page's entry by shuffle (row i's page is the same in every thread:
+  // row0 < kRowStep, which divides the page size).
+  const auto block_ids = [&](int t, int t0, int entry, int(&ids)[S::kLoads]) {
+    const int kt = (t_begin + t) * kKeys;
+    const int first_page = ((t_begin + t0) * kKeys) >> p.page_shift;
     entry = entry >= 0 && entry < p.num_blocks ? entry : -1;
 #pragma unroll
     for (int i = 0; i < S::kLoads; ++i) {
@@ -263,23 +303,26 @@ __global__ void __launch_bounds__(kThreads) attention_paged_kernel(const PagedPa
       const bool valid = r < rows;
       const T* src = q;
       if (valid) {
-        const int qi = r / p.group;
+        const int qi = query_of_row(p, r);
         const long long head = static_cast<long long>(g) * p.group + (r - qi * p.group);
         src = q + ((static_cast<long long>(q0) + qi) * p.heads_q + head) * D + ch * 8;
       }
       cp_async16(sq_addr + static_cast<uint32_t>(swizzled<D>(m, ch) * 2), src, valid);
     }
   }
-  int ids[S::kLoads];  // of the next tile to issue
-  lookup(0, ids);
+  int ids[S::kLoads];
+  {
+    const int fill = load_entries(0, S::kStages - 1);
 #pragma unroll
-  for (int t = 0; t < S::kStages - 1; ++t) {
-    if (t < n_tiles) {
-      issue(t, t, ids);
-      lookup(t + 1, ids);
+    for (int t = 0; t < S::kStages - 1; ++t) {
+      if (t < n_tiles) {
+        block_ids(t, 0, fill, ids);
+        issue(t, t, ids);
+      }
+      cp_async_commit();
     }
-    cp_async_commit();
   }
+  int entry = load_entries(S::kStages - 1, 1);  // of the next tile to issue
 
   // This thread's rows (lane / 4 and lane / 4 + 8 of its warp's 16) and the keys each sees in
   // this split.
@@ -293,11 +336,10 @@ __global__ void __launch_bounds__(kThreads) attention_paged_kernel(const PagedPa
     row_lo[i] = 0;
     row_hi[i] = 0;
     if (r < rows) {
-      const long long d = static_cast<long long>(r / p.group) + off;
-      const long long l = p.window_left >= 0 ? d - p.window_left : ks;
-      const long long h = p.causal ? d + 1 : ke;
-      row_lo[i] = static_cast<int>(max(static_cast<long long>(ks), l));
-      row_hi[i] = static_cast<int>(min(static_cast<long long>(ke), h));
+      // In 32 bits: off > -2^30 (sq < 2^30), window_left <= 2^30, d < sk.
+      const int d = query_of_row(p, r) + off;
+      row_lo[i] = p.window_left >= 0 ? max(ks, d - p.window_left) : ks;
+      row_hi[i] = p.causal ? min(ke, d + 1) : ke;
     }
   }
   const bool warp_rows = r0 + 16 * rw < rows;  // some row of this warp is a query row
@@ -311,8 +353,9 @@ __global__ void __launch_bounds__(kThreads) attention_paged_kernel(const PagedPa
   for (int t = 0; t < n_tiles; ++t) {
     const int next = t + S::kStages - 1;
     if (next < n_tiles) {
+      block_ids(next, next, entry, ids);
       issue(next, next % S::kStages, ids);
-      lookup(next + 1, ids);  // lands while this tile is computed
+      entry = load_entries(next + 1, 1);  // lands while this tile is computed
     }
     cp_async_commit();
     cp_async_wait<S::kStages - 1>();
@@ -409,7 +452,7 @@ __global__ void __launch_bounds__(kThreads) attention_paged_kernel(const PagedPa
   const auto locate = [&](int m, int& token, int& head) {
     const int r = r0 + m;
     if (r >= rows) return false;
-    const int qi = r / p.group;
+    const int qi = query_of_row(p, r);
     token = q0 + qi;
     head = g * p.group + (r - qi * p.group);
     return true;

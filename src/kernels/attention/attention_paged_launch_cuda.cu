@@ -181,6 +181,10 @@ void launch_attention_paged(const AttentionPagedArgs& a, const AttentionPagedPla
   p.num_blocks = static_cast<int>(a.num_blocks);
   p.page_shift = a.page_size == 16 ? 4 : a.page_size == 32 ? 5 : a.page_size == 64 ? 6 : 7;
   p.splits = plan.splits;
+  p.by_splits = kernels::FastDivide(static_cast<std::uint32_t>(plan.splits));
+  p.by_heads_kv = kernels::FastDivide(static_cast<std::uint32_t>(a.heads_kv));
+  p.by_group = kernels::FastDivide(static_cast<std::uint32_t>(p.group));
+  p.by_heads_q = kernels::FastDivide(static_cast<std::uint32_t>(a.heads_q));
   p.scale = a.scores.softmax_scale;
   p.scale_log2 = a.scores.softmax_scale * paged_detail::kLog2e;
   p.softcap = a.scores.softcap > 0.0f ? a.scores.softcap : 0.0f;

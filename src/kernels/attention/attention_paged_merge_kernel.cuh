@@ -39,9 +39,10 @@ __global__ void __launch_bounds__(kThreads) attention_paged_merge_kernel(const P
   __shared__ float reduce[kWarps];
   __shared__ float4 partial[kGroups - 1][kVecs];
   wait_for_dependency();             // the split kernel's partial states are complete and visible
-  const long long row = blockIdx.x;  // token * heads_q + head
-  const int token = static_cast<int>(row / p.heads_q);
-  const int head = static_cast<int>(row % p.heads_q);
+  const long long row = blockIdx.x;  // token * heads_q + head (below 2^31)
+  const uint32_t token_index = p.by_heads_q.quotient(blockIdx.x);
+  const int token = static_cast<int>(token_index);
+  const int head = static_cast<int>(p.by_heads_q.remainder(blockIdx.x, token_index));
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid / 32;
   const long long lse_stride = static_cast<long long>(p.heads_q) * p.total_q;
