@@ -161,12 +161,15 @@ __device__ __forceinline__ void prefetch_table_guess(const PagedParams& p, int s
   if constexpr (ROWS == 16) {
     const int keys = p.width << p.page_shift;
     const int units = (keys + kKeys - 1) / kKeys;
-    const int per = static_cast<int>(p.by_splits.quotient(static_cast<uint32_t>(units + p.splits - 1)));
+    const int per =
+        static_cast<int>(p.by_splits.quotient(static_cast<uint32_t>(units + p.splits - 1)));
     const long long ks = static_cast<long long>(split) * per * kKeys;
-    const long long ke = min(static_cast<long long>(keys), ks + static_cast<long long>(per) * kKeys);
+    const long long ke =
+        min(static_cast<long long>(keys), ks + static_cast<long long>(per) * kKeys);
     if (ks >= ke) return;
     const int32_t* row = p.table + static_cast<long long>(slot) * p.width;
-    const uintptr_t first = reinterpret_cast<uintptr_t>(row + (ks >> p.page_shift)) & ~uintptr_t{127};
+    const uintptr_t first =
+        reinterpret_cast<uintptr_t>(row + (ks >> p.page_shift)) & ~uintptr_t{127};
     const uintptr_t last = reinterpret_cast<uintptr_t>(row + ((ke - 1) >> p.page_shift));
     const uintptr_t line = first + 128u * (threadIdx.x & 31u);
     if (line <= last) asm volatile("prefetch.L2 [%0];" ::"l"(line));
@@ -225,7 +228,8 @@ __global__ void __launch_bounds__(kThreads) attention_paged_kernel(const PagedPa
   if (hi < lo) hi = lo;
   const int u0 = lo / kKeys;
   const int units = static_cast<int>((static_cast<unsigned>(hi) + kKeys - 1) / kKeys) - u0;
-  const int per = static_cast<int>(p.by_splits.quotient(static_cast<uint32_t>(units + p.splits - 1)));
+  const int per =
+      static_cast<int>(p.by_splits.quotient(static_cast<uint32_t>(units + p.splits - 1)));
   const int ks = static_cast<int>(
       max(static_cast<long long>(lo), static_cast<long long>(u0 + split * per) * kKeys));
   const int ke = static_cast<int>(
