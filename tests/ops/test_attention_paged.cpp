@@ -370,7 +370,9 @@ TEST(AttentionPaged, CudaPlanComesFromStaticShapes) {
   EXPECT_EQ(attention_paged_plan(64, 64, 32, 8, 256, 16, 132, 2), (Plan{16, 1}));  // 512 blocks
   EXPECT_EQ(attention_paged_plan(8, 8, 32, 8, 2048, 16, 132, 2), (Plan{16, 4}));   // 256 of 264
   EXPECT_EQ(attention_paged_plan(8, 8, 32, 8, 512, 64, 132, 2), (Plan{16, 4}));
-  EXPECT_EQ(attention_paged_plan(1, 1, 32, 8, 256, 16, 132, 2), (Plan{16, 33}));  // one wave
+  // One sequence of 64 units on 264 slots: 33 splits would fill one wave but give the last split
+  // no unit (2 units each); 32 fill 97%.
+  EXPECT_EQ(attention_paged_plan(1, 1, 32, 8, 256, 16, 132, 2), (Plan{16, 32}));
   EXPECT_EQ(attention_paged_plan(4096, 8, 32, 8, 256, 16, 132, 2), (Plan{64, 1}));
   EXPECT_EQ(attention_paged_plan(2108, 64, 32, 8, 256, 16, 132, 2), (Plan{64, 1}));  // mixed
   // A batch over one wave whose last wave would run mostly empty: 512 blocks on 396 slots (D 64,

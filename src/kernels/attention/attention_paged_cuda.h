@@ -90,6 +90,9 @@ inline constexpr int kAttentionPagedMaxSplits = 128;
 /// ceil(waves), the fewest of those equally good; at most kAttentionPagedMaxSplits, at most one
 /// per 64 keys of the longest sequence, and at most 2 * ceil(2 * slots / blocks of one split),
 /// so that a batch that fills the GPU keeps one split unless its last wave runs nearly empty.
+/// Only counts whose every split gets keys of the longest sequence: the kernel gives each split
+/// ceil(units / splits) whole 64-key units, so 33 splits of 64 units leave the last one empty (a
+/// block and a merged state that hold nothing).
 inline AttentionPagedPlan attention_paged_plan(std::int64_t total_q, std::int64_t batch,
                                                std::int64_t heads_q, std::int64_t heads_kv,
                                                std::int64_t width, std::int64_t page_size,
@@ -108,6 +111,8 @@ inline AttentionPagedPlan attention_paged_plan(std::int64_t total_q, std::int64_
       {kAttentionPagedMaxSplits, units, 2 * ((2 * slots + base - 1) / base)});
   double best = 0.0;
   for (std::int64_t s = 1; s <= most; ++s) {
+    const std::int64_t per = (units + s - 1) / s;
+    if ((units + per - 1) / per != s) continue;  // the last split would get no unit
     const double waves = static_cast<double>(base * s) / static_cast<double>(slots);
     const double filled = waves / std::ceil(waves);
     if (filled > best + 1e-9) {

@@ -518,55 +518,44 @@ __global__ void __launch_bounds__(kThreads) attention_paged_kernel(const PagedPa
       }
     }
     __syncthreads();
-    // Thread tid: row tid / 8, columns (tid % 8) * D / 8 onwards.
-    constexpr int kCols = D / 8;
-    const int m = tid >> 3;
-    const int c0 = (tid & 7) * kCols;
-    int token = 0;
-    int head = 0;
-    if (locate(m, token, head)) {
+    // The tile's valid rows' (row, 4 columns) items spread over all 128 threads: a decoding tile
+    // holds few rows (group 4: 4 of 16), whose merge would otherwise fall to a quarter of them.
+    constexpr int kVecs = D / 4;  // 4-column items per row
+    const int valid_rows = min(ROWS, rows - r0);
+    for (int item = tid; item < valid_rows * kVecs; item += kThreads) {
+      const int m = item / kVecs;
+      const int c = (item % kVecs) * 4;
+      int token = 0;
+      int head = 0;
+      locate(m, token, head);
       float big = -INFINITY;
 #pragma unroll
       for (int w = 0; w < S::kKeyWarps; ++w) big = fmaxf(big, merge_m[w * 16 + m]);
-      float weight[S::kKeyWarps];
+      float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       float sum = 0.0f;
 #pragma unroll
       for (int w = 0; w < S::kKeyWarps; ++w) {
-        weight[w] = big == -INFINITY ? 0.0f : exp2f(merge_m[w * 16 + m] - big);
-        sum += merge_l[w * 16 + m] * weight[w];
+        const float weight = big == -INFINITY ? 0.0f : exp2f(merge_m[w * 16 + m] - big);
+        sum += merge_l[w * 16 + m] * weight;
+        const float4 v =
+            *reinterpret_cast<const float4*>(merge_o + (w * 16 + m) * S::kMergeStride + c);
+        x.x += v.x * weight;
+        x.y += v.y * weight;
+        x.z += v.z * weight;
+        x.w += v.w * weight;
       }
       const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-      float v[kCols];
-#pragma unroll
-      for (int c = 0; c < kCols; ++c) {
-        float x = 0.0f;
-#pragma unroll
-        for (int w = 0; w < S::kKeyWarps; ++w) {
-          x += merge_o[(w * 16 + m) * S::kMergeStride + c0 + c] * weight[w];
-        }
-        v[c] = x * inv;
-      }
-      const long long at = out_index(token, head) + c0;
+      const long long at = out_index(token, head) + c;
       if (one_split) {
-#pragma unroll
-        for (int c = 0; c < kCols; c += 8) {
-          uint4 packed;
-          packed.x = pack2<T>(v[c], v[c + 1]);
-          packed.y = pack2<T>(v[c + 2], v[c + 3]);
-          packed.z = pack2<T>(v[c + 4], v[c + 5]);
-          packed.w = pack2<T>(v[c + 6], v[c + 7]);
-          *reinterpret_cast<uint4*>(static_cast<T*>(p.out) + at + c) = packed;
-        }
+        uint2 packed;
+        packed.x = pack2<T>(x.x * inv, x.y * inv);
+        packed.y = pack2<T>(x.z * inv, x.w * inv);
+        *reinterpret_cast<uint2*>(static_cast<T*>(p.out) + at) = packed;
       } else {
-#pragma unroll
-        for (int c = 0; c < kCols; c += 4) {
-          *reinterpret_cast<float4*>(p.part_out + part_base + at + c) =
-              make_float4(v[c], v[c + 1], v[c + 2], v[c + 3]);
-        }
+        *reinterpret_cast<float4*>(p.part_out + part_base + at) =
+            make_float4(x.x * inv, x.y * inv, x.z * inv, x.w * inv);
       }
-      if ((tid & 7) == 0) {
-        write_lse(token, head, sum > 0.0f ? (big + log2f(sum)) * kLn2 : -INFINITY);
-      }
+      if (c == 0) write_lse(token, head, sum > 0.0f ? (big + log2f(sum)) * kLn2 : -INFINITY);
     }
   }
 }
