@@ -152,6 +152,24 @@ __device__ __forceinline__ bool find_tile(const PagedParams& p, int slot, TileSi
   return false;
 }
 
+// Split `split`'s keys [ks, ke) of the visible keys [lo, hi): whole 64-key units,
+// ceil(units / splits) each, clipped to [lo, hi) (empty when ks >= ke). In 32 bits (hi < 2^31),
+// the unit products in 64.
+struct SplitKeys {
+  int ks;
+  int ke;
+};
+__device__ __forceinline__ SplitKeys split_keys(const PagedParams& p, int lo, int hi, int split) {
+  const int u0 = lo / kKeys;
+  const int units = static_cast<int>((static_cast<unsigned>(hi) + kKeys - 1) / kKeys) - u0;
+  const int per =
+      static_cast<int>(p.by_splits.quotient(static_cast<uint32_t>(units + p.splits - 1)));
+  return SplitKeys{static_cast<int>(max(static_cast<long long>(lo),
+                                        static_cast<long long>(u0 + split * per) * kKeys)),
+                   static_cast<int>(min(static_cast<long long>(hi),
+                                        static_cast<long long>(u0 + (split + 1) * per) * kKeys))};
+}
+
 // A decoding block's guess of its table entries, prefetched into L2 while warp 0 finds the
 // block's tile: with one query per sequence and the group at most 16 rows, slot `slot` is
 // sequence `slot`, and a sequence filling its table row cuts into the splits as the kernel cuts
@@ -159,18 +177,12 @@ __device__ __forceinline__ bool find_tile(const PagedParams& p, int slot, TileSi
 template <int ROWS>
 __device__ __forceinline__ void prefetch_table_guess(const PagedParams& p, int slot, int split) {
   if constexpr (ROWS == 16) {
-    const int keys = p.width << p.page_shift;
-    const int units = (keys + kKeys - 1) / kKeys;
-    const int per =
-        static_cast<int>(p.by_splits.quotient(static_cast<uint32_t>(units + p.splits - 1)));
-    const long long ks = static_cast<long long>(split) * per * kKeys;
-    const long long ke =
-        min(static_cast<long long>(keys), ks + static_cast<long long>(per) * kKeys);
-    if (ks >= ke) return;
+    const SplitKeys range = split_keys(p, 0, p.width << p.page_shift, split);
+    if (range.ks >= range.ke) return;
     const int32_t* row = p.table + static_cast<long long>(slot) * p.width;
     const uintptr_t first =
-        reinterpret_cast<uintptr_t>(row + (ks >> p.page_shift)) & ~uintptr_t{127};
-    const uintptr_t last = reinterpret_cast<uintptr_t>(row + ((ke - 1) >> p.page_shift));
+        reinterpret_cast<uintptr_t>(row + (range.ks >> p.page_shift)) & ~uintptr_t{127};
+    const uintptr_t last = reinterpret_cast<uintptr_t>(row + ((range.ke - 1) >> p.page_shift));
     const uintptr_t line = first + 128u * (threadIdx.x & 31u);
     if (line <= last) asm volatile("prefetch.L2 [%0];" ::"l"(line));
   }
@@ -219,21 +231,15 @@ __global__ void __launch_bounds__(kThreads) attention_paged_kernel(const PagedPa
   const int off = sk - sq;  // query i's diagonal key is i + off
 
   // The keys some row of the tile sees, then this split's whole 64-key tiles of them. In 32 bits
-  // (a query's token is below sq, so r / group + off < sk; window_left is at most 2^30), the
-  // unit products in 64: a 64-bit division is a long call on the block's dependent chain.
+  // (a query's token is below sq, so r / group + off < sk; window_left is at most 2^30).
   int lo = 0;
   int hi = sk;
   if (p.window_left >= 0) lo = max(0, query_of_row(p, r0) + off - p.window_left);
   if (p.causal) hi = min(hi, query_of_row(p, r_last) + off + 1);
   if (hi < lo) hi = lo;
-  const int u0 = lo / kKeys;
-  const int units = static_cast<int>((static_cast<unsigned>(hi) + kKeys - 1) / kKeys) - u0;
-  const int per =
-      static_cast<int>(p.by_splits.quotient(static_cast<uint32_t>(units + p.splits - 1)));
-  const int ks = static_cast<int>(
-      max(static_cast<long long>(lo), static_cast<long long>(u0 + split * per) * kKeys));
-  const int ke = static_cast<int>(
-      min(static_cast<long long>(hi), static_cast<long long>(u0 + (split + 1) * per) * kKeys));
+  const SplitKeys range = split_keys(p, lo, hi, split);
+  const int ks = range.ks;
+  const int ke = range.ke;
   const int t_begin = ks / kKeys;
   const int n_tiles = ke > ks ? (ke + kKeys - 1) / kKeys - t_begin : 0;
 
