@@ -187,6 +187,20 @@ TEST(AttentionPagedGpu, LargeBatchesOneSplitAndManySplits) {
   expect_matches_cpu(one_head, longest, describe(one_head, longest, ""));
 }
 
+TEST(AttentionPagedGpu, DecodeTilesWhoseSlotIsNotTheirSequence) {
+  SKIP_WITHOUT_GPU();
+  // 16-row tiles (4 query rows per sequence on average) whose block slots are not their
+  // sequences: an empty sequence first, one of 5 queries (20 rows, two tiles), another empty one,
+  // so that every later slot maps to a later sequence; one sequence of 20000 keys (1250 pages of
+  // 16, splits far into its table row).
+  const Batch shifted{
+      "decode, slots shifted", {0, 5, 1, 0, 1, 1, 1, 1}, {0, 300, 129, 5, 20000, 64, 17, 4096}};
+  for (const std::int64_t page : {16, 64}) {
+    const Case c{.page = page, .seed = 11};
+    expect_matches_cpu(c, shifted, describe(c, shifted, "causal"));
+  }
+}
+
 TEST(AttentionPagedGpu, UnusedCacheRowsAndTableEntriesAreNeverRead) {
   SKIP_WITHOUT_GPU();
   // NaN in every cache row no sequence uses (the rest of each last page included) and garbage in
