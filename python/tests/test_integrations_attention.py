@@ -1,6 +1,6 @@
 """The attention kind of tileops.integrations.transformers: which calls of a patched model's
-attention GroupedQueryAttentionVarlenFwdOp serves (sdpa's calls without a mask that are not
-decode steps) and which run the model's own function, against the same models unpatched; the
+attention GroupedQueryAttentionVarlenFwdOp serves (sdpa's calls without a mask; decode steps on
+the CPU only) and which run the model's own function, against the same models unpatched; the
 served function against transformers' sdpa with the masks its mask function builds; locality,
 what is reported, rebinding with the rope kind. The per-architecture logits, generate and
 compile tests (test_integrations_transformers.py, _generate.py, _compile.py) count the attention
@@ -67,12 +67,14 @@ def _attention_function(attn: TileOpsAttention) -> Any:
     return overrides(attn.hf_module)["ALL_ATTENTION_FUNCTIONS"].get_interface("sdpa", None)
 
 
-def test_attention_serves_unmasked_prefill_and_not_decode() -> None:
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_attention_serves_unmasked_prefill_and_cpu_decode(dtype: torch.dtype) -> None:
     from transformers import DynamicCache, StaticCache
 
-    patched, reference, counts = patched_pair("llama", torch.float32)
+    patched, reference, counts = patched_pair("llama", dtype)
     layers = counts["attention"]
-    tol = TOLERANCE[torch.float32]
+    decodes = layers if dtype == torch.bfloat16 else 0  # CPU decode steps: half precision only
+    tol = TOLERANCE[dtype]
     ids = random_ids(0, 2, 12, "cpu")
     # No cache, no mask (q, k, v packed as views): served.
     got, served = _step(patched, ids, use_cache=False)
@@ -85,11 +87,13 @@ def test_attention_serves_unmasked_prefill_and_not_decode() -> None:
     assert served == 0
     keep = mask.bool()
     assert_logits_close(got[keep], _step(reference, ids, attention_mask=mask)[0][keep], tol)
-    # A DynamicCache: the prefill (k and v out of the cache) served; a decode step and a chunk of
-    # three tokens over the cache (masked) are the model's own.
+    # A DynamicCache: the prefill (k and v out of the cache) served, a decode step (one sequence
+    # per row and KV head, the cache as it is) in bfloat16; a chunk of three tokens over the
+    # cache (masked) is the model's own.
     key = cache_keyword(patched)
     ours, theirs = DynamicCache(config=patched.config), DynamicCache(config=reference.config)
-    for chunk, expected in ((ids[:, :8], layers), (ids[:, 8:9], 0), (ids[:, 9:12], 0)):
+    for chunk, expected in ((ids[:, :8], layers), (ids[:, 8:9], decodes), (ids[:, 9:12], 0),
+                            (ids[:, 11:12], decodes)):  # a decode step after the chunk
         got, served = _step(patched, chunk, **{key: ours})
         assert served == expected
         assert_logits_close(got, _step(reference, chunk, **{key: theirs})[0], tol)
@@ -155,13 +159,28 @@ def test_served_function_computes_what_sdpa_computes_with_its_masks() -> None:
             got = fn(module, q, k, v, None, dropout=0.0, scaling=scaling)[0]
         assert calls.calls["attention"] == 1
         torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
+        # A decode step on the CPU in bfloat16: one query per row over all its keys, each KV
+        # head's two query heads (GQA) as one sequence's heads; its output [B, 1, Hq, D], against
+        # sdpa in float32 on the same bfloat16 values, within |got - want| <= 1.6e-2 (1 + |want|),
+        # the op's bfloat16 bound (test_attention.py).
+        q, k, v = (t.to(torch.bfloat16) for t in qkv(1, 9))
+        want = sdpa_attention_forward(module, q.float(), k.float(), v.float(), None, scaling=scaling)[0]
+        with TileOpsCalls() as calls:
+            got = fn(module, q, k, v, None, dropout=0.0, scaling=scaling)[0]
+        assert calls.calls["attention"] == 1 and got.shape == (2, 1, 4, 64)
+        assert got.dtype == torch.bfloat16
+        torch.testing.assert_close(got.float(), want, rtol=1.6e-2, atol=1.6e-2)
         # The model's function where the op would not compute exactly that (or is not served):
-        # a decode step, and a prefill the op serves but for one argument.
+        # a float32 decode step (torch's sdpa is as fast there), a bfloat16 one over keys that are
+        # not contiguous (serving them would copy the cache), and a prefill the op serves but for
+        # one argument.
+        strided = (q, k.transpose(2, 3).contiguous().transpose(2, 3), v)
         prefill = qkv(4, 4)
         with TileOpsCalls() as calls:
             fn(module, *prefill, None, dropout=0.0, scaling=scaling)
         assert calls.calls["attention"] == 1
-        for kw, (q, k, v) in (({}, qkv(1, 9)), ({"scaling": 0.5}, prefill), ({"dropout": 0.1}, prefill),
+        for kw, (q, k, v) in (({}, qkv(1, 9)), ({}, strided), ({"scaling": 0.5}, prefill),
+                              ({"dropout": 0.1}, prefill),
                               ({"sliding_window": 4}, prefill), ({"is_causal": False}, prefill)):
             call = {"dropout": 0.0, "scaling": scaling, **kw}
             with TileOpsCalls() as calls:

@@ -13,7 +13,8 @@ tileops serves for tileops-backed ones and returns how many of each kind it repl
 Kinds: "rms_norm" (RMSNormFwdOp), "rope" (LongRoPEFwdOp: the rotary module and the rotation in
 every attention layer), "moe" (FusedMoEFwdOp, bf16 or FP8 block-scaled experts), "attention"
 (GroupedQueryAttentionVarlenFwdOp for the sdpa calls it computes exactly: prefill without
-padding; decode steps and masked calls run the model's own function). Architectures:
+padding, and decode steps on the CPU in half precision; masked calls and other decode steps run
+the model's own function). Architectures:
 Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, DeepSeek-V3, Phi-3. Modules it cannot serve stay as
 they are and are reported (:func:`tileops_report`). Design: docs/design/integrations.md.
 Supported transformers versions: ``SUPPORTED_TRANSFORMERS`` (an ImportError otherwise). Under

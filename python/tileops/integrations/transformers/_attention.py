@@ -15,16 +15,20 @@ beyond causality (no padding, no sliding window that binds, no packed sequences)
 ``sdpa_attention_forward`` then computes: one query over all its keys, or causal attention aligned
 top-left (query i sees keys 0..i), which with Sq == Sk is the op's bottom-right causal mask, and
 with 1 < Sq < Sk (prefill into an empty StaticCache) that mask over the first Sq keys, as sdpa
-itself slices them. A call is served when it is such a call, not a decode step (Sq == 1 < Sk),
-with the module's scaling and no dropout, softcap or position bias; every other call runs the
-model's own function with its mask (see docs/design/integrations.md, "attention").
+itself slices them. A call is served when it is such a call, with the module's scaling and no
+dropout, softcap or position bias; decode steps (Sq == 1 < Sk) on the CPU in float16 and
+bfloat16 only (the CUDA kernel does not split a sequence's keys across blocks, and torch's
+float32 sdpa is faster on the CPU at short contexts); every other call runs the model's own
+function with its mask (see docs/design/integrations.md, "attention").
 
 Layout: the op takes packed tokens ``[T, H, D]``; the batch's rows are its sequences (all Sq long:
 ``cu_seqlens = [0, Sq, 2 Sq, ...]``, built on the device without a host synchronisation). q and the
 projections' k and v are ``[B, S, H, D]`` data viewed ``[B, H, S, D]``: packing them is a view, and
 the output ``[B * Sq, Hq, D]`` is the ``[B, Sq, Hq, D]`` transformers wants. k and v that come out
 of a DynamicCache (``[B, Hkv, S, D]`` contiguous) are copied once (2 S Hkv D elements; sdpa copies
-its output, S Hq D elements, instead).
+its output, S Hq D elements, instead). A decode step reads the cache as it is: one sequence per
+batch row and KV head (``[B Hkv S, 1, D]``), the group's Hq / Hkv query heads as its one query's
+heads, so q ``[B, Hq, 1, D]`` and the output ``[B, 1, Hq, D]`` are views too.
 """
 
 from __future__ import annotations
@@ -159,6 +163,18 @@ def _takes(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> bool:
     return device.type != "cuda" or d in CUDA_HEAD_DIMS
 
 
+# The dtypes whose CPU decode steps the op serves: in float32 torch's sdpa is faster below about
+# 2k keys (docs/design/integrations.md, "attention").
+CPU_DECODE_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def _decodes(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> bool:
+    """Whether a decode step is served: on the CPU in half precision, over a cache whose k and v
+    are contiguous (each batch row and KV head's keys then form one sequence without a copy)."""
+    return (query.device.type == "cpu" and query.dtype in CPU_DECODE_DTYPES
+            and key.is_contiguous() and value.is_contiguous())
+
+
 def _serves(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
             attention_mask: Any, args: tuple[Any, ...], kwargs: dict[str, Any], scaling: float) -> bool:
     """Whether a call of sdpa_attention_forward computes exactly what the op computes here."""
@@ -169,8 +185,10 @@ def _serves(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: to
     if kwargs.get("softcap") is not None or kwargs.get("position_bias") is not None:
         return False  # sdpa raises on a softcap: it still does
     q_len, kv_len = query.shape[2], key.shape[2]
-    if q_len > kv_len or (q_len == 1 and kv_len > 1):
-        return False  # a decode step (not served: docs/design/integrations.md), or no key for a query
+    if q_len > kv_len:
+        return False  # no key for a query
+    if q_len == 1 and kv_len > 1 and not _decodes(query, key, value):
+        return False  # a decode step the op does not serve here (docs/design/integrations.md)
     is_causal = kwargs.get("is_causal")
     if is_causal is None:
         is_causal = getattr(module, "is_causal", True)
@@ -183,7 +201,19 @@ def _attend(op: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     """The op over the batch's rows as sequences: [B, Sq, Hq, D]."""
     b, hq, q_len, d = query.shape
     hkv = key.shape[1]
-    if key.shape[2] != q_len:  # sdpa's causal mask is aligned top-left: the first q_len keys
+    kv_len = key.shape[2]
+    if q_len == 1 and kv_len > 1:
+        # A decode step: sequence (row, KV head) holds that head's kv_len keys and one query, whose
+        # heads are the group's; query 0 of kv_len keys sees every key under the causal mask.
+        rows = b * hkv
+        q = query.reshape(rows, hq // hkv, d)
+        k = key.reshape(rows * kv_len, 1, d)
+        v = value.reshape(rows * kv_len, 1, d)
+        cu_q = torch.arange(0, rows + 1, dtype=torch.int32, device=query.device)
+        cu_k = torch.arange(0, (rows + 1) * kv_len, kv_len, dtype=torch.int32, device=query.device)
+        out, _ = op(q, k, v, cu_q, cu_k)
+        return out.view(b, 1, hq, d)
+    if kv_len != q_len:  # sdpa's causal mask is aligned top-left: the first q_len keys
         key, value = key[:, :, :q_len], value[:, :, :q_len]
     q = query.transpose(1, 2).reshape(b * q_len, hq, d)
     k = key.transpose(1, 2).reshape(b * q_len, hkv, d)
