@@ -58,6 +58,9 @@ IMPLEMENTATIONS = ("sdpa",)
 # dtypes; the CUDA kernel float16 / bfloat16 with head dims 64, 128, 256.
 DTYPES = {"cpu": (torch.float32, torch.float16, torch.bfloat16), "cuda": (torch.float16, torch.bfloat16)}
 CUDA_HEAD_DIMS = (64, 128, 256)
+# The dtypes whose CPU decode steps the op serves: in float32 torch's sdpa is faster below about
+# 2k keys (docs/design/integrations.md, "attention").
+CPU_DECODE_DTYPES = (torch.float16, torch.bfloat16)
 
 
 @dataclass(frozen=True)
@@ -161,11 +164,6 @@ def _takes(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> bool:
     if key.shape[0] != b or key.shape[3] != d or hq % key.shape[1] != 0:
         return False
     return device.type != "cuda" or d in CUDA_HEAD_DIMS
-
-
-# The dtypes whose CPU decode steps the op serves: in float32 torch's sdpa is faster below about
-# 2k keys (docs/design/integrations.md, "attention").
-CPU_DECODE_DTYPES = (torch.float16, torch.bfloat16)
 
 
 def _decodes(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> bool:
