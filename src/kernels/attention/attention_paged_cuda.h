@@ -158,7 +158,8 @@ void launch_attention_paged(const AttentionPagedArgs& args, const AttentionPaged
 
 /// Enqueues the paged attention forward with the varlen kernel's pipeline (a TMA producer warp,
 /// two wgmma consumer warpgroups, 128 queries of one head per tile, a persistent grid) reading
-/// each K/V block of 128 keys (64 at head dim 256) as one TMA box per page: the same values as
+/// each K/V block of 128 keys (64 at head dim 256) as one TMA box per page (a V page of 16 keys
+/// at head dim 128 in one load of both 64-column chunks, in a page-major stage): the same values as
 /// launch_attention_paged, faster for prefill-shaped calls, slower for decode-shaped ones (a tile
 /// of 128 queries of one head). `tile_counter`: 4 bytes of device memory for this launch only
 /// (zeroed on the stream here; the blocks claim tiles from it), or nullptr for a fixed order.

@@ -39,14 +39,27 @@ __device__ __forceinline__ void issue_qk(float (&s)[BN / 2], uint32_t q, uint32_
   }
 }
 
-// O[64 x D] += P[64 x BN] V[BN x D]: BN / 16 k-steps of 16 keys (2048 bytes of V each).
-template <typename T, int D, int BN>
+// Where key `key` of a V stage starts in chunk 0, and the bytes from a chunk to the next: a stage
+// of D / 64 chunks of BN rows (V_ROWS 0), or of BN / V_ROWS page boxes, each D / 64 chunks of
+// V_ROWS rows (attention_varlen_kernel.cuh, PAGED with pages of V_ROWS keys).
+template <int D, int BN, int V_ROWS>
+__host__ __device__ constexpr uint32_t v_row_offset(int key) {
+  if constexpr (V_ROWS == 0) return static_cast<uint32_t>(key * 128);
+  return static_cast<uint32_t>((key / V_ROWS) * (D / 64) * V_ROWS * 128 + (key % V_ROWS) * 128);
+}
+template <int BN, int V_ROWS>
+constexpr uint32_t kVChunkBytes = (V_ROWS == 0 ? BN : V_ROWS) * 128;
+
+// O[64 x D] += P[64 x BN] V[BN x D]: BN / 16 k-steps of 16 keys (2048 bytes of V each per chunk).
+template <typename T, int D, int BN, int V_ROWS>
 __device__ __forceinline__ void issue_pv(float (&o)[D / 2], const uint32_t (&pf)[BN / 4],
                                          uint32_t v) {
+  static_assert(V_ROWS == 0 || V_ROWS % 16 == 0, "a k-step of 16 keys within one page box");
 #pragma unroll
   for (int kk = 0; kk < BN / 16; ++kk) {
     const uint32_t a[4] = {pf[4 * kk], pf[4 * kk + 1], pf[4 * kk + 2], pf[4 * kk + 3]};
-    WgmmaRS<T, D>::run(o, a, smem_desc_mn(v + static_cast<uint32_t>(2048 * kk), BN * 128));
+    WgmmaRS<T, D>::run(
+        o, a, smem_desc_mn(v + v_row_offset<D, BN, V_ROWS>(16 * kk), kVChunkBytes<BN, V_ROWS>));
   }
 }
 

@@ -21,6 +21,7 @@ struct VarlenLaunch {
   int block_n;
   int stages;
   bool transform;  // the softcap / non-positive-scale score path
+  int v_rows;      // paged V in page-major stages of v_rows-key pages (16), or 0 (chunk-major)
   int blocks;      // grid size
   cudaStream_t stream;
 };

@@ -33,6 +33,11 @@
 // the tensor cores' async proxy (fence.proxy.async.shared::cta) and then arrives on the stage's
 // V barrier. That happens for at most one key block per tile (the one holding key seqused_k - 1
 // of a partial last page).
+// V_ROWS (PAGED with pages of V_ROWS = 16 keys at D 128): each load costs a fixed time, and
+// D / 64 loads per page of K and of V made page 16 the slowest page size, so V stages are page
+// major ([page][chunk][V_ROWS rows], v_row_offset) and one 4D load brings a page's every chunk;
+// each 16-key k-step of P V lies in one page. K stays chunk major (the Q K^T wgmma needs its keys
+// at one stride).
 //
 // Not paged, a key block past a sequence's last key holds the next sequence's keys (TMA reads the
 // packed tensors): masked the same way, and its V rows zeroed the same way, so that a NaN or an
@@ -142,6 +147,18 @@ __device__ __forceinline__ void load_key_rows(uint32_t dst, const CUtensorMap* m
     tma_load_3d(dst + static_cast<uint32_t>(c * BN * 128), map, 64 * c, hk, row, bar);
 }
 
+// The same for a V stage; V_ROWS (pages of V_ROWS keys, a page-major stage): the box's every
+// chunk in one load of the make_tma_map_row_chunks map, half the loads of D 128's two chunks.
+template <int D, int BN, int V_ROWS>
+__device__ __forceinline__ void load_value_rows(uint32_t dst, const CUtensorMap* map, int hk,
+                                                int row, uint32_t bar) {
+  if constexpr (V_ROWS > 0) {
+    tma_load_4d(dst, map, 0, row, 0, hk, bar);
+  } else {
+    load_key_rows<D, BN>(dst, map, hk, row, bar);
+  }
+}
+
 // Paged keys: the cache row where box j (p.box_rows keys from key n * BN + j * p.box_rows) of
 // key block n of the tile's sequence starts, or p.cache_rows (zeros) for a box past the
 // sequence's `pages` or whose table entry lies outside the cache. Entries past `pages` are never
@@ -160,13 +177,14 @@ __device__ __forceinline__ int paged_box_row(const VarlenParams& p, const Tile& 
 // Zeroes rows [r0, r1) of a K / V stage at `stage` (all D / 64 chunks; a row's 128 bytes stay
 // that row's under the swizzle), by the 32 lanes of a warp, and makes the zeros visible to the
 // async proxy (the wgmma that reads the stage).
-template <int D, int BN>
+template <int D, int BN, int V_ROWS = 0>
 __device__ __forceinline__ void zero_stage_rows(uint32_t stage, int r0, int r1, int lane) {
   const int per_chunk = (r1 - r0) * 8;  // 16-byte pieces
   for (int i = lane; i < per_chunk * (D / 64); i += 32) {
     const int c = i / per_chunk;
     const int r = r0 + (i % per_chunk) / 8;
-    const uint32_t addr = stage + static_cast<uint32_t>(c * BN * 128 + r * 128 + (i % 8) * 16);
+    const uint32_t addr = stage + c * kVChunkBytes<BN, V_ROWS> + v_row_offset<D, BN, V_ROWS>(r) +
+                          static_cast<uint32_t>((i % 8) * 16);
     asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(addr), "r"(0) : "memory");
   }
   fence_proxy_async_smem();
@@ -174,7 +192,8 @@ __device__ __forceinline__ void zero_stage_rows(uint32_t stage, int r0, int r1, 
 
 #endif  // TILEOPS_SM90A_BODY
 
-template <typename T, int D, int BN, int STAGES, int QSTAGES, bool TRANSFORM, bool PAGED>
+template <typename T, int D, int BN, int STAGES, int QSTAGES, bool TRANSFORM, bool PAGED,
+          int V_ROWS>
 __global__ void __launch_bounds__(384, 1)
     attention_varlen_kernel(const __grid_constant__ CUtensorMap map_q,
                             const __grid_constant__ CUtensorMap map_k,
@@ -286,8 +305,10 @@ __global__ void __launch_bounds__(384, 1)
               PAGED ? (lane < boxes ? paged_box_row<BN>(p, t, pages, n, lane) : 0) : t.k0 + n * BN;
           const uint32_t k_dst =
               smem_k + static_cast<uint32_t>(stage * S::kKVBytes + lane * box_bytes);
-          const uint32_t v_dst =
-              smem_v + static_cast<uint32_t>(stage * S::kKVBytes + lane * box_bytes);
+          // (V_ROWS: box j is page j of a page-major stage, every chunk of its rows)
+          const uint32_t v_dst = smem_v + static_cast<uint32_t>(stage * S::kKVBytes) +
+                                 (V_ROWS > 0 ? v_row_offset<D, BN, V_ROWS>(lane * V_ROWS)
+                                             : static_cast<uint32_t>(lane * box_bytes));
           wait_barrier(empty_k + 8 * stage, parity);
           if (lane == 0) mbarrier::arrive_expect_tx(full_k + 8 * stage, S::kKVBytes);
           if constexpr (PAGED) __syncwarp();
@@ -312,17 +333,18 @@ __global__ void __launch_bounds__(384, 1)
           if (z0 < z1) {
             if (lane == 0) mbarrier::arrive_expect_tx(v_raw, S::kKVBytes);
             __syncwarp();
-            if (lane < boxes) load_key_rows<D, BN>(v_dst, &map_v, hk, row, v_raw);
+            if (lane < boxes) load_value_rows<D, BN, V_ROWS>(v_dst, &map_v, hk, row, v_raw);
             wait_barrier(v_raw, static_cast<uint32_t>(raw_iter & 1));
             ++raw_iter;
-            zero_stage_rows<D, BN>(smem_v + static_cast<uint32_t>(stage * S::kKVBytes), z0, z1,
-                                   lane);
+            zero_stage_rows<D, BN, V_ROWS>(smem_v + static_cast<uint32_t>(stage * S::kKVBytes), z0,
+                                           z1, lane);
             __syncwarp();
             if (lane == 0) mbarrier::arrive(full_v + 8 * stage);
           } else {
             if (lane == 0) mbarrier::arrive_expect_tx(full_v + 8 * stage, S::kKVBytes);
             if constexpr (PAGED) __syncwarp();
-            if (lane < boxes) load_key_rows<D, BN>(v_dst, &map_v, hk, row, full_v + 8 * stage);
+            if (lane < boxes)
+              load_value_rows<D, BN, V_ROWS>(v_dst, &map_v, hk, row, full_v + 8 * stage);
           }
           ++kv_iter;
         }
@@ -441,7 +463,7 @@ __global__ void __launch_bounds__(384, 1)
         wgmma_fence();
         issue_qk<T, D, BN>(s, q_wg, smem_k + static_cast<uint32_t>(stage * S::kKVBytes));
         wgmma_commit();
-        issue_pv<T, D, BN>(o, pf, smem_v + static_cast<uint32_t>(v_stage * S::kKVBytes));
+        issue_pv<T, D, BN, V_ROWS>(o, pf, smem_v + static_cast<uint32_t>(v_stage * S::kKVBytes));
         wgmma_commit();
         if (pingpong) named_bar_arrive(other_bar, 256);
         wgmma_wait<1>();
@@ -468,7 +490,7 @@ __global__ void __launch_bounds__(384, 1)
         const uint32_t v_parity = static_cast<uint32_t>((v_iter / STAGES) & 1);
         wait_barrier(full_v + 8 * v_stage, v_parity);
         wgmma_fence();
-        issue_pv<T, D, BN>(o, pf, smem_v + static_cast<uint32_t>(v_stage * S::kKVBytes));
+        issue_pv<T, D, BN, V_ROWS>(o, pf, smem_v + static_cast<uint32_t>(v_stage * S::kKVBytes));
         wgmma_commit();
         wgmma_wait<0>();
         fence_regs(o);

@@ -34,6 +34,17 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map
       : "memory");
 }
 
+// 4D tile load (a make_tma_map_row_chunks map): box at (c0 = column, c1 = row, c2 = chunk,
+// c3 = head) into `dst`, completing on `bar`; zero fill past the bounds as tma_load_3d.
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map, int c0, int c1,
+                                            int c2, int c3, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+      "%3, %4, %5}], [%6];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+}
+
 // Shared-memory descriptor of an MN-major operand in the 128-byte swizzle: rows of 64 elements
 // (128 bytes) along N, one row per k, 8-row groups of 1024 bytes along k (stride byte offset), and
 // the next 64 columns of N `lbo` bytes further (leading byte offset).

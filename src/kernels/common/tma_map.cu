@@ -31,7 +31,7 @@ CUtensorMap make_tma_map(const void* base, CUtensorMapDataType type, cuuint32_t 
   if (encode == nullptr)
     throw UsageError("tma_map (CUDA): cuTensorMapEncodeTiled is not available");
   CUtensorMap map;
-  const cuuint32_t elem_strides[3] = {1, 1, 1};
+  const cuuint32_t elem_strides[5] = {1, 1, 1, 1, 1};
   const CUresult res =
       encode(&map, type, rank, const_cast<void*>(base), dims, strides, box, elem_strides,
              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
@@ -64,6 +64,21 @@ CUtensorMap make_tma_map_3d(const void* base, CUtensorMapDataType type, int elem
                              static_cast<cuuint32_t>(box_middle),
                              static_cast<cuuint32_t>(box_outer)};
   return make_tma_map(base, type, 3, dims, strides, box);
+}
+
+CUtensorMap make_tma_map_row_chunks(const void* base, CUtensorMapDataType type, int elem_bytes,
+                                    int64_t rows, int64_t heads, int64_t head_dim, int box_rows) {
+  const auto eb = static_cast<cuuint64_t>(elem_bytes);
+  const cuuint64_t dims[4] = {64, static_cast<cuuint64_t>(rows),
+                              static_cast<cuuint64_t>(head_dim / 64),
+                              static_cast<cuuint64_t>(heads)};
+  // Dimension order (column, row, chunk, head) makes the chunk the box's outermost: its strides
+  // need not grow with the dimension.
+  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(heads * head_dim) * eb, 64 * eb,
+                                 static_cast<cuuint64_t>(head_dim) * eb};
+  const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(box_rows),
+                             static_cast<cuuint32_t>(head_dim / 64), 1};
+  return make_tma_map(base, type, 4, dims, strides, box);
 }
 
 }  // namespace tileops::cuda_kernels::hopper

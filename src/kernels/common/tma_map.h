@@ -22,4 +22,13 @@ CUtensorMap make_tma_map_3d(const void* base, CUtensorMapDataType type, int elem
                             int64_t outer, int64_t middle, int64_t inner, int box_inner,
                             int box_middle, int box_outer);
 
+/// A map over the row-major [rows, heads, head_dim] tensor at `base` (head_dim a multiple of 64)
+/// in boxes of box_rows rows of one head and every column, which TMA lays in shared memory chunk
+/// major: [head_dim / 64][box_rows][64 columns], each row 128 bytes in the 128-byte swizzle, as
+/// box_rows-row boxes of the 3D map at each 64-column chunk would be laid box_rows * 128 bytes
+/// apart. Coordinates (innermost first): column 0, row, chunk 0, head. UsageError as
+/// make_tma_map_2d.
+CUtensorMap make_tma_map_row_chunks(const void* base, CUtensorMapDataType type, int elem_bytes,
+                                    int64_t rows, int64_t heads, int64_t head_dim, int box_rows);
+
 }  // namespace tileops::cuda_kernels::hopper
