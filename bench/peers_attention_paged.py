@@ -50,6 +50,7 @@ CASES = [  # (label, query lengths, keys per sequence, page size): the manifest'
     ("decode-8x32k-page64", [1] * 8, 32768, 64),
     ("decode-1x4k-page16", [1], 4096, 16),
     ("chunk-8x512-on-4k-page16", [512] * 8, 4096, 16),
+    ("chunk-8x512-on-4k-page32", [512] * 8, 4096, 32),
     ("chunk-8x512-on-4k-page64", [512] * 8, 4096, 64),
     ("mixed-60x1-4x512-page16", [1] * 60 + [512] * 4, 4096, 16),
 ]
