@@ -165,10 +165,7 @@ TEST(AttentionMergeStatesGpu, MatchesTheCpuImplementation) {
 
 // ---- GroupedQueryAttentionVarlenFwdOp -------------------------------------------------------
 
-struct Mask {
-  const char* name;
-  GroupedQueryAttentionVarlenFwdOp::Params params;
-};
+using VarlenParams = GroupedQueryAttentionVarlenFwdOp::Params;
 
 TEST(AttentionVarlenGpu, EveryHeadDimDTypeAndMaskMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
@@ -176,14 +173,7 @@ TEST(AttentionVarlenGpu, EveryHeadDimDTypeAndMaskMatchesTheCpu) {
   // one query (decode), empty sequences, and lengths off every tile size.
   const std::vector<std::int32_t> q_lengths{150, 64, 100, 1, 0, 77, 0, 129};
   const std::vector<std::int32_t> k_lengths{150, 500, 30, 400, 0, 77, 9, 129};
-  const std::vector<Mask> masks = {
-      {"causal", {}},
-      {"non-causal", {.causal = false}},
-      {"causal window 100", {.window_left = 100}},
-      {"non-causal window 50", {.causal = false, .window_left = 50}},
-      {"causal softcap 30", {.softcap = 30.0}},
-      {"scale 0.05", {.causal = false, .softmax_scale = 0.05}},
-  };
+  const auto masks = attention_test::mask_kinds<VarlenParams>();
   const auto cu_q = offsets_of(q_lengths);
   const auto cu_k = offsets_of(k_lengths);
   for (const std::int64_t dim : {64, 128, 256}) {
@@ -193,11 +183,11 @@ TEST(AttentionVarlenGpu, EveryHeadDimDTypeAndMaskMatchesTheCpu) {
         const Tensor k = Tensor::randn({cu_k.back(), hkv, dim}, dtype, 2);
         const Tensor v = Tensor::randn({cu_k.back(), hkv, dim}, dtype, 3);
         const Tensor q_gpu = q.to(kGpu), k_gpu = k.to(kGpu), v_gpu = v.to(kGpu);
-        for (const Mask& mask : masks) {
+        for (const auto& [name, params] : masks) {
           const std::string what =
-              fmt::format("D {} {} Hq {} Hkv {} {}", dim, dtype_name(dtype), hq, hkv, mask.name);
-          GroupedQueryAttentionVarlenFwdOp cpu_op(mask.params);
-          GroupedQueryAttentionVarlenFwdOp gpu_op(mask.params);
+              fmt::format("D {} {} Hq {} Hkv {} {}", dim, dtype_name(dtype), hq, hkv, name);
+          GroupedQueryAttentionVarlenFwdOp cpu_op(params);
+          GroupedQueryAttentionVarlenFwdOp gpu_op(params);
           const auto [want, want_lse] = cpu_op(q, k, v, int32_values(cu_q), int32_values(cu_k));
           const Tensor out = poisoned({cu_q.back(), hq, dim}, dtype);
           const auto [got, got_lse] =
@@ -254,18 +244,19 @@ TEST(AttentionVarlenGpu, SmallCasesEveryHeadDim) {
   const std::vector<std::int32_t> k_lengths{70, 130, 5, 20};
   const auto cu_q = offsets_of(q_lengths);
   const auto cu_k = offsets_of(k_lengths);
-  const std::vector<Mask> masks = {{"causal", {}},
-                                   {"non-causal", {.causal = false}},
-                                   {"causal window 16", {.window_left = 16}},
-                                   {"causal softcap 20", {.softcap = 20.0}}};
+  const std::vector<std::pair<const char*, VarlenParams>> masks = {
+      {"causal", {}},
+      {"non-causal", {.causal = false}},
+      {"causal window 16", {.window_left = 16}},
+      {"causal softcap 20", {.softcap = 20.0}}};
   for (const std::int64_t dim : {64, 128, 256}) {
     const Tensor q = Tensor::randn({cu_q.back(), 4, dim}, DType::bfloat16, 1);
     const Tensor k = Tensor::randn({cu_k.back(), 2, dim}, DType::bfloat16, 2);
     const Tensor v = Tensor::randn({cu_k.back(), 2, dim}, DType::bfloat16, 3);
-    for (const Mask& mask : masks) {
-      const std::string what = fmt::format("D {} {}", dim, mask.name);
-      GroupedQueryAttentionVarlenFwdOp cpu_op(mask.params);
-      GroupedQueryAttentionVarlenFwdOp gpu_op(mask.params);
+    for (const auto& [name, params] : masks) {
+      const std::string what = fmt::format("D {} {}", dim, name);
+      GroupedQueryAttentionVarlenFwdOp cpu_op(params);
+      GroupedQueryAttentionVarlenFwdOp gpu_op(params);
       const auto [want, want_lse] = cpu_op(q, k, v, int32_values(cu_q), int32_values(cu_k));
       const auto [got, got_lse] = gpu_op(q.to(kGpu), k.to(kGpu), v.to(kGpu),
                                          int32_values(cu_q, kGpu), int32_values(cu_k, kGpu));

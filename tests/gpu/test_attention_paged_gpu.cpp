@@ -74,19 +74,6 @@ std::string describe(const Case& c, const Batch& b, const char* mask) {
                      dtype_name(c.dtype), c.heads_q, c.heads_kv, mask);
 }
 
-/// Every mask kind and score path, named.
-std::vector<std::pair<const char*, Params>> mask_kinds() {
-  return {
-      {"causal", {}},
-      {"non-causal", {.causal = false}},
-      {"causal window 100", {.window_left = 100}},
-      {"non-causal window 50", {.causal = false, .window_left = 50}},
-      {"causal window 0", {.window_left = 0}},
-      {"causal softcap 30", {.softcap = 30.0}},
-      {"scale 0.05", {.causal = false, .softmax_scale = 0.05}},
-  };
-}
-
 /// What runs on the GPU: the op (its selection), or the TMA kernel's adapter called directly.
 enum class Via { op, tma_kernel };
 
@@ -154,7 +141,7 @@ TEST(AttentionPagedGpu, EveryPageSizeHeadDimAndDTypeMatchesTheCpu) {
 
 TEST(AttentionPagedGpu, EveryMaskKindAndHeadGroupMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
-  const auto masks = mask_kinds();
+  const auto masks = attention_test::mask_kinds<Params>();
   for (const auto& [hq, hkv] : {std::pair{32, 8}, std::pair{8, 8}, std::pair{6, 1}}) {
     for (const std::int64_t page : {16, 64}) {
       for (const auto& [name, params] : masks) {
@@ -247,7 +234,7 @@ TEST(AttentionPagedGpu, TmaKernelEveryPageSizeHeadDimAndDTypeMatchesTheCpu) {
 
 TEST(AttentionPagedGpu, TmaKernelEveryMaskKindAndHeadGroupMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
-  const auto masks = mask_kinds();
+  const auto masks = attention_test::mask_kinds<Params>();
   for (const auto& [name, params] : masks) {
     // Groups 4, 8 and 16 packed (their query heads share a tile), 1 and 6 not.
     for (const auto& [hq, hkv] :

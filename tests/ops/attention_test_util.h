@@ -9,6 +9,7 @@
 #include <optional>
 #include <random>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "tileops/core/tensor.h"
@@ -33,6 +34,21 @@ inline Tensor int64_values(const std::vector<std::int64_t>& values, Device devic
 inline bool sees(std::int64_t i, std::int64_t j, std::int64_t sq, std::int64_t sk, bool causal,
                  std::int64_t window_left) {
   return (!causal || j <= i + sk - sq) && (window_left < 0 || j >= i + sk - sq - window_left);
+}
+
+/// Every mask kind and score path, named, as the params of an attention op (`Params`: the op's
+/// Params, which both attention ops spell alike).
+template <class Params>
+std::vector<std::pair<const char*, Params>> mask_kinds() {
+  return {
+      {"causal", {}},
+      {"non-causal", {.causal = false}},
+      {"causal window 100", {.window_left = 100}},
+      {"non-causal window 50", {.causal = false, .window_left = 50}},
+      {"causal window 0", {.window_left = 0}},
+      {"causal softcap 30", {.softcap = 30.0}},
+      {"scale 0.05", {.causal = false, .softmax_scale = 0.05}},
+  };
 }
 
 /// Offsets [0, l0, l0 + l1, ...] of the given lengths.

@@ -135,6 +135,47 @@ TEST(AttentionPagedLaunchArgs, EachLaunchersOwnRules) {
       HasSubstr("2^31 - 129 cache rows"));
 }
 
+TEST(AttentionPagedLaunchArgs, ContiguousKeysNeedNoTableLengthsOrPageSize) {
+  // cu_seqlens_k set (the varlen op's keys): seqused_k, the table and the page size are unused,
+  // and K / V may be null without rows; the split kernel's other rules stand, and the TMA
+  // pipeline over pages refuses them. The split launcher's checks are called directly: a launch
+  // past them would reach a device with these fake pointers.
+  const auto split_error = [](const AttentionPagedArgs& a) {
+    return signature_error_of([&] {
+      cuda_kernels::check_attention_paged_args(a);
+      cuda_kernels::check_attention_paged_pointers(a);
+    });
+  };
+  AttentionPagedArgs a = valid_args();
+  a.cu_seqlens_k = reinterpret_cast<const std::int32_t*>(g_storage);
+  a.seqused_k = nullptr;
+  a.block_table = nullptr;
+  a.width = 0;
+  a.page_size = 0;
+  a.num_blocks = 0;
+  a.k_cache = nullptr;
+  a.v_cache = nullptr;
+  EXPECT_EQ(split_error(a), "no SignatureError");
+  EXPECT_THAT(
+      signature_error_of([&] { cuda_kernels::launch_attention_paged_tma(a, nullptr, nullptr); }),
+      HasSubstr("contiguous keys (cu_seqlens_k) are the varlen launch's, not pages"));
+  a.num_blocks = 5;  // rows to read: K and V must be there
+  EXPECT_THAT(split_error(a), HasSubstr("a tensor pointer is null"));
+  a.k_cache = g_storage;
+  a.v_cache = g_storage + 8;
+  EXPECT_THAT(split_error(a),
+              HasSubstr("q, k_cache, v_cache and out must be 16-byte aligned, lse 4-byte"));
+  a.v_cache = g_storage;
+  a.num_blocks = std::int64_t{1} << 30;  // one "page" of 2^30 rows: fewer rows than that
+  EXPECT_THAT(split_error(a), HasSubstr("more than 2^30 query rows or (token, head) pairs"));
+  a.num_blocks = 5;
+  a.head_dim = 96;
+  EXPECT_THAT(split_error(a), HasSubstr("head_dim must be 64, 128 or 256, got 96"));
+  a.head_dim = 128;
+  a.cu_seqlens_k = nullptr;  // pages again: their rules are back
+  EXPECT_THAT(split_error(a), HasSubstr("page_size must be 16, 32, 64 or 128, got 0"));
+}
+
 TEST(AttentionPagedLaunchArgs, NoQueriesIsNoLaunch) {
   // Nothing to compute: both return before looking for a device, whatever the pointers.
   AttentionPagedArgs a = valid_args();

@@ -12,9 +12,15 @@
 #include "kernels/attention/attention_cpu_amx.h"
 #include "ops/attention_test_util.h"
 #include "ops/ops_test_util.h"
+#include "tileops/base/op_class.h"
 #include "tileops/base/schema.h"
 #include "tileops/base/signature_call.h"
+#include "tileops/dispatch/kernel_table.h"
 #include "tileops/ops/attention.h"
+
+#if TILEOPS_WITH_CUDA
+#include "kernels/attention/attention_varlen_cuda_impls.h"
+#endif
 
 namespace tileops {
 namespace {
@@ -509,6 +515,51 @@ TEST(AttentionVarlen, ScoresResolveTheDefaultScale) {
   GroupedQueryAttentionVarlenFwdOp given({.softmax_scale = 0.3});
   EXPECT_FLOAT_EQ(given.scores_for(64).softmax_scale, 0.3f);
 }
+
+#if TILEOPS_WITH_CUDA
+TEST(AttentionVarlen, CudaSelectionFollowsQueriesPerSequence) {
+  // The op's kernel table on an H200's facts (no device read): decode-shaped calls (at most 16
+  // query rows per sequence) take the split-KV kernel over contiguous keys (preferred over the
+  // varlen kernel), prefill-shaped ones the varlen kernel, which the split one refuses with its
+  // reason.
+  const OpClass* c = find_op_class("GroupedQueryAttentionVarlenFwdOp");
+  ASSERT_NE(c, nullptr);
+  KernelTable table;
+  table.install(c->name, c->interfaces, c->kernel_types, {});
+  AttentionVarlenCall call;
+  call.device = Device::cuda(0);
+  call.facts = DeviceFacts{90, 132, 232448};
+  call.heads_q = 32;
+  call.heads_kv = 8;
+  call.head_dim = 128;
+  const auto key = [&](std::int64_t queries) {
+    AttentionVarlenCall q = call;
+    q.queries_per_sequence = queries;
+    return table.key_for<AttentionVarlenInterface>(q);
+  };
+  EXPECT_EQ(key(4096), "attention_varlen_cuda");     // prefill 4 x 4096
+  EXPECT_EQ(key(5), "attention_varlen_cuda");        // 20 rows of a group of 4
+  EXPECT_EQ(key(4), "attention_varlen_split_cuda");  // 16 rows: decode-shaped
+  EXPECT_EQ(key(1), "attention_varlen_split_cuda");
+  EXPECT_EQ(key(0), "attention_varlen_split_cuda");  // no sequences
+  call.heads_kv = 32;                                // MHA: one head per KV head
+  EXPECT_EQ(key(16), "attention_varlen_split_cuda");
+  EXPECT_EQ(key(17), "attention_varlen_cuda");
+  call.heads_kv = 1;  // a group of 32: one query is already 32 rows
+  EXPECT_EQ(key(1), "attention_varlen_cuda");
+  call.heads_kv = 8;
+  call.queries_per_sequence = 5;
+  EXPECT_THAT(AttentionVarlenSplitCuda::refusal(call).value_or(""),
+              HasSubstr("prefill-shaped: 20 query rows per sequence (5 queries x 4 heads per KV "
+                        "head) is over 16"));
+  call.queries_per_sequence = 1;
+  EXPECT_EQ(AttentionVarlenSplitCuda::refusal(call), std::nullopt);
+  call.head_dim = 96;  // neither kernel
+  EXPECT_THAT(AttentionVarlenSplitCuda::refusal(call).value_or(""),
+              HasSubstr("head_dim 96 is not 64, 128 or 256"));
+  EXPECT_THROW(table.key_for<AttentionVarlenInterface>(call), DispatchError);
+}
+#endif
 
 }  // namespace
 }  // namespace tileops

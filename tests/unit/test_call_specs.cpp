@@ -96,13 +96,19 @@ TEST(CallSpecs, AttentionTextIsTheRecordedKey) {
   varlen.heads_kv = 8;
   varlen.head_dim = 128;
   varlen.windowed = true;
+  varlen.queries_per_sequence = 4096;
   EXPECT_EQ(varlen.str(),
             "AttentionVarlenCall(dtype=bfloat16, heads_q=32, heads_kv=8, head_dim=128, "
-            "causal=true, windowed=true, softcapped=false, device=cpu)");
+            "causal=true, windowed=true, softcapped=false, queries_per_sequence=4096, "
+            "device=cpu)");
   tileops::AttentionVarlenCall other = varlen;
   EXPECT_EQ(other.hash(), varlen.hash());
   other.softcapped = true;
   EXPECT_NE(other.hash(), varlen.hash());
+  tileops::AttentionVarlenCall decoding = varlen;
+  decoding.queries_per_sequence = 1;
+  EXPECT_NE(decoding.hash(), varlen.hash());
+  EXPECT_NE(decoding, varlen);
   tileops::AttentionPagedCall paged;
   paged.device = Device::cpu();
   paged.heads_q = 32;

@@ -42,9 +42,12 @@ struct AttentionVarlenCall : CallSpec {
   bool causal = true;
   bool windowed = false;    ///< window_left >= 0
   bool softcapped = false;  ///< softcap > 0
+  /// ceil(Tq / batch), from the static shapes (0 without sequences): 1 for a decoding batch.
+  std::int64_t queries_per_sequence = 0;
   friend bool operator==(const AttentionVarlenCall&, const AttentionVarlenCall&) = default;
   std::size_t hash() const {
-    return hash_fields(device, dtype, heads_q, heads_kv, head_dim, causal, windowed, softcapped);
+    return hash_fields(device, dtype, heads_q, heads_kv, head_dim, causal, windowed, softcapped,
+                       queries_per_sequence);
   }
   std::string str() const {
     return spec_text("AttentionVarlenCall", device,
@@ -54,7 +57,8 @@ struct AttentionVarlenCall : CallSpec {
                       {"head_dim", spec_field(head_dim)},
                       {"causal", spec_field(causal)},
                       {"windowed", spec_field(windowed)},
-                      {"softcapped", spec_field(softcapped)}});
+                      {"softcapped", spec_field(softcapped)},
+                      {"queries_per_sequence", spec_field(queries_per_sequence)}});
   }
 };
 

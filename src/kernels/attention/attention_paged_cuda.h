@@ -13,6 +13,8 @@
 // The varlen kernel's TMA pipeline reading K/V pages through the block table
 // (launch_attention_paged_tma, attention_varlen_kernel.cuh with PAGED) serves prefill-shaped
 // calls (the op selects it through AttentionPagedTmaCuda's refusal and preferred_over).
+// With AttentionPagedArgs::cu_seqlens_k the split kernel reads contiguous K / V rows instead of
+// pages: the varlen op's decode-shaped calls (AttentionVarlenSplitCuda).
 #pragma once
 
 #include <algorithm>
@@ -38,6 +40,11 @@ struct AttentionPagedArgs {
   const std::int32_t* cu_seqlens_q = nullptr;
   const std::int32_t* seqused_k = nullptr;
   const std::int32_t* block_table = nullptr;
+  /// Contiguous keys instead of pages when set (the varlen op's K / V): [batch + 1] int32 on the
+  /// device; key j of sequence b is row cu_seqlens_k[b] + j of k_cache / v_cache taken as
+  /// [num_blocks rows, heads_kv, head_dim], the offsets clipped to those rows on the device.
+  /// seqused_k, block_table, width and page_size are then unused (the split kernel only).
+  const std::int32_t* cu_seqlens_k = nullptr;
   std::int64_t total_q = 0;
   std::int64_t batch = 0;
   std::int64_t width = 0;  ///< block table entries per sequence (max_blocks_per_seq)
@@ -131,13 +138,14 @@ inline std::int64_t attention_paged_workspace_floats(int splits, std::int64_t to
 }
 
 /// Raises SignatureError for arguments the paged kernels cannot take (dtype not float16 /
-/// bfloat16, head dim not 64 / 128 / 256, page size not 16 / 32 / 64 / 128, heads_q not a
-/// multiple of heads_kv, negative sizes, more than 2^30 query rows, (token, head) pairs,
-/// sequences or keys).
+/// bfloat16, head dim not 64 / 128 / 256, page size not 16 / 32 / 64 / 128 (unless the keys are
+/// contiguous), heads_q not a multiple of heads_kv, negative sizes, more than 2^30 query rows,
+/// (token, head) pairs, sequences or keys).
 void check_attention_paged_args(const AttentionPagedArgs& args);
 
 /// Raises SignatureError for a null tensor pointer (the block table may be null when `width` is
-/// 0) or q, the caches or out not 16-byte aligned, lse not 4-byte aligned.
+/// 0; with contiguous keys seqused_k and the table are unused and K / V may be null without rows)
+/// or q, the caches or out not 16-byte aligned, lse not 4-byte aligned.
 void check_attention_paged_pointers(const AttentionPagedArgs& args);
 
 /// The plan for `args` on the current device (its multiprocessors and the kernel's occupancy).
@@ -152,7 +160,8 @@ AttentionPagedPlan attention_paged_plan_for(const AttentionPagedArgs& args);
 /// SignatureError for arguments the kernel cannot take (dtype not float16 / bfloat16, head dim
 /// not 64 / 128 / 256, page size not 16 / 32 / 64 / 128, heads_q not a multiple of heads_kv,
 /// pointers not 16-byte aligned, a missing workspace, more than 2^31 - 1 blocks of (row tile slot,
-/// KV head, split)), UsageError for another device or a CUDA error.
+/// KV head, split)), UsageError for another device or a CUDA error. With cu_seqlens_k set the
+/// keys are contiguous rows (AttentionPagedArgs::cu_seqlens_k), never read on the host.
 void launch_attention_paged(const AttentionPagedArgs& args, const AttentionPagedPlan& plan,
                             void* stream);
 
@@ -165,8 +174,9 @@ void launch_attention_paged(const AttentionPagedArgs& args, const AttentionPaged
 /// (zeroed on the stream here; the blocks claim tiles from it), or nullptr for a fixed order.
 /// Device values are never read on the host; table entries past a sequence's pages are never
 /// read; cache rows past seqused_k reach neither out nor lse. Raises what
-/// check_attention_paged_args raises, SignatureError for null or misaligned pointers or a cache of
-/// more than 2^31 - 129 rows, UsageError for another device or a CUDA error.
+/// check_attention_paged_args raises, SignatureError for null or misaligned pointers, contiguous
+/// keys (cu_seqlens_k: the varlen launch serves those) or a cache of more than 2^31 - 129 rows,
+/// UsageError for another device or a CUDA error.
 void launch_attention_paged_tma(const AttentionPagedArgs& args, std::int32_t* tile_counter,
                                 void* stream);
 

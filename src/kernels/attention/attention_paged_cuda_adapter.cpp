@@ -52,23 +52,27 @@ std::string AttentionPagedCuda::config() const {
          "shapes";
 }
 
-void AttentionPagedCuda::forward(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                                 const Tensor& cu_seqlens_q, const Tensor& seqused_k,
-                                 const Tensor& block_table, const Tensor& out, const Tensor& lse,
-                                 const AttentionScores& scores) {
-  cuda_kernels::AttentionPagedArgs args = detail::attention_paged_args(
-      call_, q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, out, lse, scores);
-  const int device = call_.device.index;
+void detail::launch_attention_split(cuda_kernels::AttentionPagedArgs args, int device) {
   const cuda_kernels::AttentionPagedPlan plan = cuda_kernels::attention_paged_plan_for(args);
   // The splits' partial states: this call's own (stream-ordered, freed after the kernels).
   const std::int64_t floats = cuda_kernels::attention_paged_workspace_floats(
       plan.splits, args.total_q, args.heads_q, args.head_dim);
   Tensor workspace;
   if (floats > 0) {
-    workspace = Tensor::empty({floats}, DType::float32, call_.device);
+    workspace = Tensor::empty({floats}, DType::float32, Device::cuda(device));
     args.workspace = static_cast<float*>(workspace.data_ptr());
   }
   cuda_kernels::launch_attention_paged(args, plan, cuda_current_stream(device));
+}
+
+void AttentionPagedCuda::forward(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                                 const Tensor& cu_seqlens_q, const Tensor& seqused_k,
+                                 const Tensor& block_table, const Tensor& out, const Tensor& lse,
+                                 const AttentionScores& scores) {
+  detail::launch_attention_split(
+      detail::attention_paged_args(call_, q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table,
+                                   out, lse, scores),
+      call_.device.index);
 }
 
 }  // namespace tileops

@@ -21,6 +21,9 @@ cuda_kernels::AttentionPagedArgs attention_paged_args(
     const AttentionPagedCall& call, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
     const Tensor& cu_seqlens_q, const Tensor& seqused_k, const Tensor& block_table,
     const Tensor& out, const Tensor& lse, const AttentionScores& scores);
+/// Plans and enqueues the split-KV kernel on `device`'s current stream, with the splits'
+/// workspace this call's own (the paged and the varlen split adapters).
+void launch_attention_split(cuda_kernels::AttentionPagedArgs args, int device);
 }  // namespace detail
 
 /// The split-KV paged attention kernels: float16 / bfloat16, head dims 64, 128 and 256, page

@@ -17,6 +17,8 @@
 // warp takes 16 rows over every key. The result goes to out / lse (one split) or to the split's
 // partial state in the workspace (normalized out in float32, lse), merged by the merge kernel,
 // launched as a programmatic dependent of this one.
+// With cu_k set the keys are rows of contiguous K / V tensors (the varlen op's decode-shaped
+// calls): one "page" per sequence whose entry is cu_k[b], no table read.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -47,6 +49,9 @@ struct PagedParams {
   const int32_t* cu_q;
   const int32_t* seqused;
   const int32_t* table;
+  // Contiguous keys (the varlen op's K / V) when set: key j of sequence b is row cu_k[b] + j of
+  // [num_blocks rows, heads_kv, D]; seqused and table are unused, page_shift is 30, width 1.
+  const int32_t* cu_k;
   int batch;
   int heads_q;
   int heads_kv;
@@ -102,17 +107,19 @@ struct PagedShape {
 };
 
 // Where a block's row tile lies: its sequence, the tile's index in it, the sequence's first
-// query, queries and keys (seqused_k clamped at 0).
+// query, queries and keys (seqused_k clamped at 0), and with contiguous keys the first key's row.
 struct TileSite {
   int b;
   int tile;
   int q0;
   int sq;
   int sk;
+  int k0;
 };
 
 // The tile of slot `slot` (tiles in batch order, ceil(sq * group / ROWS) per sequence), with the
-// sequence's seqused_k loaded beside cu_seqlens_q so that one round trip to memory finds both.
+// sequence's seqused_k (or its cu_k rows, clipped to the tensors' rows so that no caller's offset
+// reads outside them) loaded beside cu_seqlens_q so that one round trip to memory finds both.
 // Run by the 32 lanes of one warp; false when the slot is past the last tile.
 template <int ROWS>
 __device__ __forceinline__ bool find_tile(const PagedParams& p, int slot, TileSite& site) {
@@ -124,10 +131,16 @@ __device__ __forceinline__ bool find_tile(const PagedParams& p, int slot, TileSi
     int q0 = 0;
     int sq = 0;
     int sk = 0;
+    int k0 = 0;
     if (b < p.batch) {
       q0 = __ldg(p.cu_q + b);
       sq = __ldg(p.cu_q + b + 1) - q0;
-      sk = max(__ldg(p.seqused + b), 0);
+      if (p.cu_k != nullptr) {
+        k0 = min(max(__ldg(p.cu_k + b), 0), p.num_blocks);
+        sk = min(max(__ldg(p.cu_k + b + 1), k0), p.num_blocks) - k0;
+      } else {
+        sk = max(__ldg(p.seqused + b), 0);
+      }
       if (sq > 0) own = static_cast<int>((static_cast<long long>(sq) * p.group + ROWS - 1) / ROWS);
     }
     int incl = own;
@@ -145,6 +158,7 @@ __device__ __forceinline__ bool find_tile(const PagedParams& p, int slot, TileSi
       site.q0 = __shfl_sync(0xffffffffu, q0, f);
       site.sq = __shfl_sync(0xffffffffu, sq, f);
       site.sk = __shfl_sync(0xffffffffu, sk, f);
+      site.k0 = __shfl_sync(0xffffffffu, k0, f);
       return true;
     }
     before += __shfl_sync(0xffffffffu, incl, 31);
@@ -215,7 +229,7 @@ __global__ void __launch_bounds__(kThreads) attention_paged_kernel(const PagedPa
     TileSite site{};
     if (!find_tile<ROWS>(p, slot, site)) site.b = -1;
     if (lane == 0) s_site = site;
-  } else if (warp == 1 && slot < p.batch) {
+  } else if (warp == 1 && slot < p.batch && p.cu_k == nullptr) {
     prefetch_table_guess<ROWS>(p, slot, split);
   }
   __syncthreads();
@@ -225,6 +239,7 @@ __global__ void __launch_bounds__(kThreads) attention_paged_kernel(const PagedPa
   const int q0 = s_site.q0;
   const int sq = s_site.sq;
   const int sk = s_site.sk;
+  const int k0 = s_site.k0;
   const int rows = sq * p.group;
   const int r0 = tile * ROWS;
   const int r_last = min(rows, r0 + ROWS) - 1;
@@ -246,11 +261,12 @@ __global__ void __launch_bounds__(kThreads) attention_paged_kernel(const PagedPa
   // The pages of this block's sequence; this thread's chunk of each row it copies.
   const T* kc = static_cast<const T*>(p.k_cache);
   const T* vc = static_cast<const T*>(p.v_cache);
-  const int32_t* table = p.table + static_cast<long long>(b) * p.width;
+  const bool contiguous = p.cu_k != nullptr;
+  const int32_t* table = contiguous ? nullptr : p.table + static_cast<long long>(b) * p.width;
   const int page_mask = (1 << p.page_shift) - 1;
   // A page's elements fit an int: heads_kv <= 65535, D <= 256, page_size <= 128 (the host checks).
   const int row_elems = p.heads_kv * D;
-  const int page_elems = row_elems << p.page_shift;
+  const int page_elems = contiguous ? 0 : row_elems << p.page_shift;
   const int chunk = tid % S::kChunks;
   const int row0 = tid / S::kChunks;
   const int head_offset = g * D + chunk * 8;
@@ -260,11 +276,12 @@ __global__ void __launch_bounds__(kThreads) attention_paged_kernel(const PagedPa
   // The table entries of tiles [t, t + count): a tile's 64 keys span at most kKeys / 16 pages,
   // lane l of each warp reads the entry of the tiles' page l. Loaded a tile ahead of their use
   // (the whole pipeline fill at once) so that the table's latency stays off the copies' chain.
+  // Contiguous keys are one page whose entry is the sequence's first row.
   const auto load_entries = [&](int t, int count) {
     const int page = (((t_begin + t) * kKeys) >> p.page_shift) + lane;
     int entry = -1;
     if (lane < count * (kKeys / 16) && n_tiles > 0 && page >= page_lo && page <= page_hi)
-      entry = __ldg(table + page);
+      entry = contiguous ? k0 : __ldg(table + page);
     return entry;
   };
   // The block ids of this thread's rows of tile t (-1: a zero row) from the entries of tiles
@@ -292,9 +309,12 @@ __global__ void __launch_bounds__(kThreads) attention_paged_kernel(const PagedPa
     for (int i = 0; i < S::kLoads; ++i) {
       const int j = kt + row0 + i * S::kRowStep;
       const bool valid = ids[i] >= 0;
-      const long long src = valid ? static_cast<long long>(ids[i]) * page_elems +
-                                        ((j & page_mask) * row_elems + head_offset)
-                                  : 0;
+      long long src = 0;
+      if (valid) {
+        src = contiguous ? static_cast<long long>(ids[i] + j) * row_elems + head_offset
+                         : static_cast<long long>(ids[i]) * page_elems +
+                               ((j & page_mask) * row_elems + head_offset);
+      }
       const uint32_t at = static_cast<uint32_t>(swizzled<D>(row0 + i * S::kRowStep, chunk) * 2);
       cp_async16(kdst + at, kc + src, valid);
       cp_async16(vdst + at, vc + src, valid);

@@ -82,7 +82,9 @@ void check_attention_paged_args(const AttentionPagedArgs& a) {
   if (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256)
     throw SignatureError(kWho + "head_dim must be 64, 128 or 256, got " +
                          std::to_string(a.head_dim));
-  if (a.page_size != 16 && a.page_size != 32 && a.page_size != 64 && a.page_size != 128)
+  const bool contiguous = a.cu_seqlens_k != nullptr;
+  if (!contiguous && a.page_size != 16 && a.page_size != 32 && a.page_size != 64 &&
+      a.page_size != 128)
     throw SignatureError(kWho + "page_size must be 16, 32, 64 or 128, got " +
                          std::to_string(a.page_size));
   if (a.heads_q <= 0 || a.heads_kv <= 0 || a.heads_q % a.heads_kv != 0)
@@ -92,18 +94,22 @@ void check_attention_paged_args(const AttentionPagedArgs& a) {
   if (a.total_q < 0 || a.batch < 0 || a.width < 0 || a.num_blocks < 0)
     throw SignatureError(kWho + "negative total_q, batch, width or num_blocks");
   const std::int64_t group = a.heads_q / a.heads_kv;
+  // Contiguous keys are one page of 2^30 rows per sequence: fewer rows than that.
+  const std::int64_t most_blocks = contiguous ? (std::int64_t{1} << 30) - 1 : INT_MAX;
   if (a.total_q * group >= INT_MAX / 2 || a.total_q * a.heads_q >= INT_MAX / 2 ||
-      a.batch >= INT_MAX / 2 || a.num_blocks > INT_MAX || a.width * a.page_size > INT_MAX ||
-      a.heads_kv > 65535)
+      a.batch >= INT_MAX / 2 || a.num_blocks > most_blocks ||
+      (!contiguous && a.width * a.page_size > INT_MAX) || a.heads_kv > 65535)
     throw SignatureError(kWho +
                          "more than 2^30 query rows or (token, head) pairs, sequences or keys, or "
                          "65535 KV heads");
 }
 
 void check_attention_paged_pointers(const AttentionPagedArgs& a) {
-  if (a.q == nullptr || a.out == nullptr || a.lse == nullptr || a.k_cache == nullptr ||
-      a.v_cache == nullptr || a.cu_seqlens_q == nullptr || a.seqused_k == nullptr ||
-      (a.width > 0 && a.block_table == nullptr))
+  const bool contiguous = a.cu_seqlens_k != nullptr;
+  const bool no_keys = a.k_cache == nullptr || a.v_cache == nullptr;
+  if (a.q == nullptr || a.out == nullptr || a.lse == nullptr || a.cu_seqlens_q == nullptr ||
+      (no_keys && !(contiguous && a.num_blocks == 0)) ||
+      (!contiguous && (a.seqused_k == nullptr || (a.width > 0 && a.block_table == nullptr))))
     throw SignatureError(kWho + "a tensor pointer is null");
   if (!aligned16(a.q) || !aligned16(a.k_cache) || !aligned16(a.v_cache) || !aligned16(a.out) ||
       (reinterpret_cast<std::uintptr_t>(a.lse) & 3u) != 0)
@@ -114,13 +120,17 @@ AttentionPagedPlan attention_paged_plan_for(const AttentionPagedArgs& a) {
   check_attention_paged_args(a);
   const int device = current_device();
   const auto [major, minor, sms] = device_facts(device);
+  // Contiguous keys: the longest sequence is bounded by the rows, one "page" of them.
+  const bool contiguous = a.cu_seqlens_k != nullptr;
+  const std::int64_t width = contiguous ? 1 : a.width;
+  const std::int64_t page = contiguous ? a.num_blocks : a.page_size;
   AttentionPagedPlan plan =
-      attention_paged_plan(a.total_q, a.batch, a.heads_q, a.heads_kv, a.width, a.page_size, sms, 1);
+      attention_paged_plan(a.total_q, a.batch, a.heads_q, a.heads_kv, width, page, sms, 1);
   // The same with the occupancy of the tile shape chosen (which the shape alone decides).
   if (a.total_q > 0 && a.batch > 0 && major == 9) {
     const int per_sm = blocks_per_sm(device, a.head_dim, a.dtype, plan.rows_per_tile);
-    plan = attention_paged_plan(a.total_q, a.batch, a.heads_q, a.heads_kv, a.width, a.page_size,
-                                sms, per_sm);
+    plan =
+        attention_paged_plan(a.total_q, a.batch, a.heads_q, a.heads_kv, width, page, sms, per_sm);
   }
   return plan;
 }
@@ -169,17 +179,23 @@ void launch_attention_paged(const AttentionPagedArgs& a, const AttentionPagedPla
   p.part_out = plan.splits > 1 ? a.workspace : nullptr;
   p.part_lse =
       plan.splits > 1 ? a.workspace + plan.splits * a.total_q * a.heads_q * a.head_dim : nullptr;
+  const bool contiguous = a.cu_seqlens_k != nullptr;
   p.cu_q = a.cu_seqlens_q;
-  p.seqused = a.seqused_k;
-  p.table = a.block_table;
+  p.seqused = contiguous ? nullptr : a.seqused_k;
+  p.table = contiguous ? nullptr : a.block_table;
+  p.cu_k = a.cu_seqlens_k;
   p.batch = static_cast<int>(a.batch);
   p.heads_q = static_cast<int>(a.heads_q);
   p.heads_kv = static_cast<int>(a.heads_kv);
   p.group = static_cast<int>(a.heads_q / a.heads_kv);
   p.total_q = static_cast<int>(a.total_q);
-  p.width = static_cast<int>(a.width);
+  p.width = contiguous ? 1 : static_cast<int>(a.width);
   p.num_blocks = static_cast<int>(a.num_blocks);
-  p.page_shift = a.page_size == 16 ? 4 : a.page_size == 32 ? 5 : a.page_size == 64 ? 6 : 7;
+  p.page_shift = contiguous          ? 30
+                 : a.page_size == 16 ? 4
+                 : a.page_size == 32 ? 5
+                 : a.page_size == 64 ? 6
+                                     : 7;
   p.splits = plan.splits;
   p.by_splits = kernels::FastDivide(static_cast<std::uint32_t>(plan.splits));
   p.by_heads_kv = kernels::FastDivide(static_cast<std::uint32_t>(a.heads_kv));

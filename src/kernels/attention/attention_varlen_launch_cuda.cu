@@ -255,6 +255,8 @@ void launch_attention_varlen(const AttentionVarlenArgs& a, const AttentionVarlen
 void launch_attention_paged_tma(const AttentionPagedArgs& a, int32_t* tile_counter, void* stream) {
   const std::string who = "attention_paged (CUDA, TMA): ";
   check_attention_paged_args(a);
+  if (a.cu_seqlens_k != nullptr)
+    throw SignatureError(who + "contiguous keys (cu_seqlens_k) are the varlen launch's, not pages");
   // Row coordinates are int32, and a row past the cache (a box's 128 rows included) must be one.
   if (a.total_q > INT_MAX || a.num_blocks * a.page_size > INT_MAX - 128)
     throw SignatureError(who + "more than 2^31 - 1 tokens or 2^31 - 129 cache rows");

@@ -40,6 +40,7 @@ void fill_call(Call& spec, const Indices& call, const AttentionScores& scores) {
   spec.causal = scores.causal;
   spec.windowed = scores.window_left >= 0;
   spec.softcapped = scores.softcap > 0.0f;
+  spec.queries_per_sequence = call.B > 0 ? (call.Tq + call.B - 1) / call.B : 0;
 }
 
 }  // namespace
@@ -52,6 +53,8 @@ std::vector<ImplementationInfo> gen::GroupedQueryAttentionVarlenFwdOpKernels::ke
 #if TILEOPS_WITH_CUDA
   table.push_back(
       implementation<AttentionVarlenCuda>("attention_varlen_cuda", "AttentionVarlenCuda"));
+  table.push_back(implementation<AttentionVarlenSplitCuda>("attention_varlen_split_cuda",
+                                                           "AttentionVarlenSplitCuda"));
 #endif
   return table;
 }
@@ -106,7 +109,6 @@ void GroupedQueryAttentionPagedFwdOp::forward(const Indices& call, const Tensor&
   AttentionPagedCall spec;
   fill_call(spec, call, scores);
   spec.page_size = call.page_size;
-  spec.queries_per_sequence = call.B > 0 ? (call.Tq + call.B - 1) / call.B : 0;
   auto& kernel = kernel_for<AttentionPagedInterface>(spec);
   // The caches are contiguous (declared so); q is often a view of a fused projection's output.
   const Tensor q_c = q.contiguous();
