@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/cuda_graph_test_util.h"
 #include "gpu/gpu_op_test_util.h"
 #include "kernels/attention/attention_paged_cuda.h"
 #if TILEOPS_WITH_CUDA
@@ -45,11 +46,7 @@ using gpu_test::kGpu;
 using gpu_test::poisoned;
 using Params = GroupedQueryAttentionPagedFwdOp::Params;
 
-struct Batch {
-  const char* name;
-  std::vector<std::int32_t> q_lengths;
-  std::vector<std::int32_t> k_lengths;
-};
+using Batch = attention_test::NamedBatch;
 
 // Decoding (the split kernel, 16-row tiles, several splits): lengths off every page size, a
 // sequence of one key, an empty one. Mixed (the TMA kernel): decoding queries beside prefill
@@ -336,27 +333,15 @@ TEST(AttentionPagedGpu, CudaGraphReplaysWithNewLengthsTablesAndQueries) {
     GroupedQueryAttentionPagedFwdOp op;
     const Tensor out = poisoned({tokens, hq, dim}, DType::bfloat16);
     const Tensor lse = Tensor::full({hq, tokens}, 0.0, DType::float32, kGpu);
-    cudaStream_t stream = nullptr;
-    ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-    cudaGraph_t graph = nullptr;
-    {
-      ScopedCudaStream on(0, stream);
-      op(dev[0], kc, vc, dev[1], dev[2], dev[3], out);  // warm-up: the entry built before capture
-      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-      ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-      try {
-        const auto [o, l] = op(dev[0], kc, vc, dev[1], dev[2], dev[3], out);
-        ASSERT_EQ(cudaMemcpyAsync(lse.data_ptr(), l.data_ptr(), l.nbytes(),
-                                  cudaMemcpyDeviceToDevice, stream),
-                  cudaSuccess);
-      } catch (const std::exception& e) {
-        cudaStreamEndCapture(stream, &graph);
-        FAIL() << "capture: " << e.what();
-      }
-      ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-    }
-    cudaGraphExec_t exec = nullptr;
-    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    const auto call = [&](cudaStream_t stream) {
+      const auto [o, l] = op(dev[0], kc, vc, dev[1], dev[2], dev[3], out);
+      ASSERT_EQ(cudaMemcpyAsync(lse.data_ptr(), l.data_ptr(), l.nbytes(), cudaMemcpyDeviceToDevice,
+                                stream),
+                cudaSuccess);
+    };
+    gpu_test::CapturedGraph graph;
+    ASSERT_TRUE(graph.warm_up(call));
+    ASSERT_TRUE(graph.capture(call));
     const std::vector<std::vector<std::int32_t>> lengths = {
         {5, 0, 640, 17}, {1, 1, 1, 1}, {639, 300, 0, 128}};
     std::vector<std::int32_t> qs = q_lengths;
@@ -368,8 +353,7 @@ TEST(AttentionPagedGpu, CudaGraphReplaysWithNewLengthsTablesAndQueries) {
                              cudaMemcpyHostToDevice),
                   cudaSuccess);
       }
-      ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      ASSERT_TRUE(graph.replay());
       const std::string what = fmt::format("{} round {}", mixed ? "mixed" : "decode", round);
       GroupedQueryAttentionPagedFwdOp eager;
       const auto [want, want_lse] = eager(dev[0], kc, vc, dev[1], dev[2], dev[3]);
@@ -382,10 +366,6 @@ TEST(AttentionPagedGpu, CudaGraphReplaysWithNewLengthsTablesAndQueries) {
       expect_close(out, ref, what + " against the CPU");
       expect_close(lse, ref_lse, what + " lse against the CPU");
     }
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    cuda_synchronize(0);
-    cudaStreamDestroy(stream);
   }
 #endif
 }

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/cuda_graph_test_util.h"
 #include "gpu/gpu_op_test_util.h"
 #include "ops/attention_test_util.h"
 #include "tileops/core/cuda.h"
@@ -38,11 +39,7 @@ using gpu_test::kGpu;
 using gpu_test::poisoned;
 using Params = GroupedQueryAttentionVarlenFwdOp::Params;
 
-struct Batch {
-  const char* name;
-  std::vector<std::int32_t> q_lengths;
-  std::vector<std::int32_t> k_lengths;
-};
+using Batch = attention_test::NamedBatch;
 
 // Decoding: lengths off the 64-key tile, one key, no key, an empty sequence; a speculative step
 // (2 queries per sequence: 4 rows per sequence at group 2, 16 at group 8).
@@ -209,27 +206,15 @@ TEST(AttentionVarlenSplitGpu, CudaGraphReplaysWithNewLengthsAndQueries) {
   GroupedQueryAttentionVarlenFwdOp op;
   const Tensor out = poisoned({batch, hq, dim}, DType::bfloat16);
   const Tensor lse = Tensor::full({hq, batch}, 0.0, DType::float32, kGpu);
-  cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  cudaGraph_t graph = nullptr;
-  {
-    ScopedCudaStream on(0, stream);
-    op(dev[0], kg, vg, dev[1], dev[2], out);  // warm-up: the entry built before capture
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-    try {
-      const auto [o, l] = op(dev[0], kg, vg, dev[1], dev[2], out);
-      ASSERT_EQ(cudaMemcpyAsync(lse.data_ptr(), l.data_ptr(), l.nbytes(), cudaMemcpyDeviceToDevice,
-                                stream),
-                cudaSuccess);
-    } catch (const std::exception& e) {
-      cudaStreamEndCapture(stream, &graph);
-      FAIL() << "capture: " << e.what();
-    }
-    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  }
-  cudaGraphExec_t exec = nullptr;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  const auto call = [&](cudaStream_t stream) {
+    const auto [o, l] = op(dev[0], kg, vg, dev[1], dev[2], out);
+    ASSERT_EQ(
+        cudaMemcpyAsync(lse.data_ptr(), l.data_ptr(), l.nbytes(), cudaMemcpyDeviceToDevice, stream),
+        cudaSuccess);
+  };
+  gpu_test::CapturedGraph graph;
+  ASSERT_TRUE(graph.warm_up(call));
+  ASSERT_TRUE(graph.capture(call));
   // Other lengths, another packing of the 4 queries (an empty sequence, one of 2 queries).
   const std::vector<std::pair<std::vector<std::int32_t>, std::vector<std::int32_t>>> rounds = {
       {{1, 1, 1, 1}, {5, 0, 1500, 17}},
@@ -242,8 +227,7 @@ TEST(AttentionVarlenSplitGpu, CudaGraphReplaysWithNewLengthsAndQueries) {
                            cudaMemcpyHostToDevice),
                 cudaSuccess);
     }
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    ASSERT_TRUE(graph.replay());
     const std::string what = fmt::format("round {}", round);
     GroupedQueryAttentionVarlenFwdOp eager;
     const auto [want, want_lse] = eager(dev[0], kg, vg, dev[1], dev[2]);
@@ -256,10 +240,6 @@ TEST(AttentionVarlenSplitGpu, CudaGraphReplaysWithNewLengthsAndQueries) {
     expect_close(out, ref, what + " against the CPU");
     expect_close(lse, ref_lse, what + " lse against the CPU");
   }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cuda_synchronize(0);
-  cudaStreamDestroy(stream);
 #endif
 }
 

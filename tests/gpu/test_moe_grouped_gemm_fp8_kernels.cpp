@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpu/cuda_graph_test_util.h"
 #include "gpu/fp8_gemm_check.h"
 #include "gpu/gpu_op_test_util.h"
 #include "kernels/moe/grouped_gemm_fp8_cuda.h"
@@ -232,14 +233,10 @@ TEST(MoEGroupedGemmFP8Kernels, MaskedLaunchIsGraphCapturable) {
   const auto config = ck::grouped_gemm_fp8_default_config(args);
   ck::launch_grouped_gemm_fp8(args, config, cuda_current_stream(0));  // warm-up (attributes)
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  cudaGraph_t graph = nullptr;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  ASSERT_NO_THROW(ck::launch_grouped_gemm_fp8(args, config, stream));
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  cudaGraphExec_t exec = nullptr;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  gpu_test::CapturedGraph graph;
+  ASSERT_TRUE(graph.capture(
+      [&](cudaStream_t stream) { ck::launch_grouped_gemm_fp8(args, config, stream); }));
+  cudaStream_t stream = graph.stream();
   // New counts, written on the device only: the replay reads them.
   Problem q = p;
   q.offsets = {64, 5, 0, 33};
@@ -257,12 +254,8 @@ TEST(MoEGroupedGemmFP8Kernels, MaskedLaunchIsGraphCapturable) {
       cudaMemcpyAsync(c.data_ptr(), poison.data_ptr(), static_cast<size_t>(p.M * p.n_out() * 2),
                       cudaMemcpyDeviceToDevice, stream),
       cudaSuccess);
-  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  ASSERT_TRUE(graph.replay());
   check(q, c.to(Device::cpu()).to_vector(), "graph replay");
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
 }
 
 TEST(MoEGroupedGemmFP8Kernels, OpsRunOnCudaAndRefuseWhatTheKernelCannotDo) {

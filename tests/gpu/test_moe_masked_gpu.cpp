@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/cuda_graph_test_util.h"
 #include "gpu/gpu_op_test_util.h"
 #include "kernels/moe/moe_permute_impls.h"
 #include "ops/moe_test_inputs.h"
@@ -154,23 +155,12 @@ TEST(GpuMoEOps, FusedMoEExpertsMaskedRouteMatchesAndReplaysFromACudaGraph) {
   EXPECT_EQ(equal_elements(got, want), want.numel()) << "masked against contiguous";
 
   // The whole masked route captured once, replayed on new ids and x written into its inputs.
-  cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   const Tensor replayed = poisoned({tokens, 256}, DType::bfloat16);
-  cudaGraph_t graph = nullptr;
-  {
-    ScopedCudaStream on(0, stream);
-    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-    try {
-      masked(l.x, l.weights, l.ids, l.w13, l.w2, Tensor(), l.s13, l.s2, replayed);
-    } catch (const std::exception& e) {
-      cudaStreamEndCapture(stream, &graph);
-      FAIL() << "capture: " << e.what();
-    }
-    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  }
-  cudaGraphExec_t exec = nullptr;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  gpu_test::CapturedGraph graph;
+  ASSERT_TRUE(graph.capture([&](cudaStream_t) {
+    masked(l.x, l.weights, l.ids, l.w13, l.w2, Tensor(), l.s13, l.s2, replayed);
+  }));
+  cudaStream_t stream = graph.stream();
   const FP8Layer next = fp8_layer(tokens, 8, experts, 21);
   // The new inputs go in on the replay's stream, after the work that made them: a plain
   // cudaMemcpy runs on the legacy stream, which a non-blocking stream does not wait for (and a
@@ -183,17 +173,12 @@ TEST(GpuMoEOps, FusedMoEExpertsMaskedRouteMatchesAndReplaysFromACudaGraph) {
   ASSERT_EQ(cudaMemcpyAsync(l.ids.data_ptr(), next.ids.data_ptr(), l.ids.nbytes(),
                             cudaMemcpyDeviceToDevice, stream),
             cudaSuccess);
-  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  ASSERT_TRUE(graph.replay());
   const Tensor eager = masked(next.x, l.weights, next.ids, l.w13, l.w2, Tensor(), l.s13, l.s2);
   EXPECT_EQ(equal_elements(replayed, eager), eager.numel()) << "graph replay against eager";
   // A second replay with the inputs unchanged: the same bits again.
-  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  ASSERT_TRUE(graph.replay());
   EXPECT_EQ(equal_elements(replayed, eager), eager.numel()) << "second replay";
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
 #endif
 }
 

@@ -58,6 +58,13 @@ inline std::vector<std::int32_t> offsets_of(const std::vector<std::int32_t>& len
   return cu;
 }
 
+/// A named batch of sequences: query and key lengths per sequence.
+struct NamedBatch {
+  const char* name;
+  std::vector<std::int32_t> q_lengths;
+  std::vector<std::int32_t> k_lengths;
+};
+
 /// A paged cache holding the same keys as a packed k / v.
 struct PagedCache {
   Tensor k_cache;      ///< [num_blocks, page_size, Hkv, D]
