@@ -1,6 +1,6 @@
 // Helpers of the attention tests (CPU and GPU): offsets, slot mappings, packed keys laid into a
-// paged cache, and the visibility rule of the contract written out independently of the
-// implementations.
+// paged cache, the visibility rule of the contract written out independently of the
+// implementations, and kernel selection checked without a device.
 #pragma once
 
 #include <algorithm>
@@ -9,10 +9,13 @@
 #include <optional>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "tileops/base/op_class.h"
 #include "tileops/core/tensor.h"
+#include "tileops/dispatch/kernel_table.h"
 
 namespace tileops::attention_test {
 
@@ -56,6 +59,25 @@ inline std::vector<std::int32_t> offsets_of(const std::vector<std::int32_t>& len
   std::vector<std::int32_t> cu{0};
   for (const std::int32_t l : lengths) cu.push_back(cu.back() + l);
   return cu;
+}
+
+/// Installs op `op`'s implementations in `table` (raises std::invalid_argument for an unknown op).
+inline void install_kernels_of(KernelTable& table, const std::string& op) {
+  const OpClass* c = find_op_class(op);
+  if (c == nullptr) throw std::invalid_argument("no op class " + op);
+  table.install(c->name, c->interfaces, c->kernel_types, {});
+}
+
+/// A CUDA call spec on an H200's facts (no device read) with Llama-3-8B's heads (32 / 8, D 128).
+template <class Call>
+Call h200_call() {
+  Call call;
+  call.device = Device::cuda(0);
+  call.facts = DeviceFacts{90, 132, 232448};
+  call.heads_q = 32;
+  call.heads_kv = 8;
+  call.head_dim = 128;
+  return call;
 }
 
 /// A named batch of sequences: query and key lengths per sequence.

@@ -15,7 +15,6 @@
 #endif
 #include "ops/attention_test_util.h"
 #include "ops/ops_test_util.h"
-#include "tileops/base/op_class.h"
 #include "tileops/base/reference.h"
 #include "tileops/base/schema.h"
 #include "tileops/base/signature_call.h"
@@ -438,16 +437,9 @@ TEST(AttentionPaged, CudaSelectionFollowsQueriesPerSequence) {
   // The op's kernel table on an H200's facts (no device read): prefill-shaped calls take the TMA
   // kernel (preferred over the split one), decode-shaped ones (at most 16 query rows per
   // sequence) the split kernel, which the TMA kernel refuses with its reason.
-  const OpClass* c = find_op_class("GroupedQueryAttentionPagedFwdOp");
-  ASSERT_NE(c, nullptr);
   KernelTable table;
-  table.install(c->name, c->interfaces, c->kernel_types, {});
-  AttentionPagedCall call;
-  call.device = Device::cuda(0);
-  call.facts = DeviceFacts{90, 132, 232448};
-  call.heads_q = 32;
-  call.heads_kv = 8;
-  call.head_dim = 128;
+  attention_test::install_kernels_of(table, "GroupedQueryAttentionPagedFwdOp");
+  AttentionPagedCall call = attention_test::h200_call<AttentionPagedCall>();
   call.page_size = 16;
   const auto key = [&](std::int64_t queries) {
     AttentionPagedCall q = call;

@@ -12,7 +12,6 @@
 #include "kernels/attention/attention_cpu_amx.h"
 #include "ops/attention_test_util.h"
 #include "ops/ops_test_util.h"
-#include "tileops/base/op_class.h"
 #include "tileops/base/schema.h"
 #include "tileops/base/signature_call.h"
 #include "tileops/dispatch/kernel_table.h"
@@ -522,16 +521,9 @@ TEST(AttentionVarlen, CudaSelectionFollowsQueriesPerSequence) {
   // query rows per sequence) take the split-KV kernel over contiguous keys (preferred over the
   // varlen kernel), prefill-shaped ones the varlen kernel, which the split one refuses with its
   // reason.
-  const OpClass* c = find_op_class("GroupedQueryAttentionVarlenFwdOp");
-  ASSERT_NE(c, nullptr);
   KernelTable table;
-  table.install(c->name, c->interfaces, c->kernel_types, {});
-  AttentionVarlenCall call;
-  call.device = Device::cuda(0);
-  call.facts = DeviceFacts{90, 132, 232448};
-  call.heads_q = 32;
-  call.heads_kv = 8;
-  call.head_dim = 128;
+  attention_test::install_kernels_of(table, "GroupedQueryAttentionVarlenFwdOp");
+  AttentionVarlenCall call = attention_test::h200_call<AttentionVarlenCall>();
   const auto key = [&](std::int64_t queries) {
     AttentionVarlenCall q = call;
     q.queries_per_sequence = queries;
