@@ -1,8 +1,9 @@
 // CUDA kernel of the KV-cache write (see kv_cache_write_cuda.h for the semantics).
 //
 // A flat grid over (token, copy unit) with a copy unit of 16 bytes where the rows and pointers
-// allow (8, 4 or 2 otherwise): each thread first loads its kItems units of key and value (2 x
-// kItems loads in flight), then stores those whose slot is inside the cache. The slot of a token
+// allow (8, 4 or 2 otherwise): each thread first loads its kItems units of key and value with
+// their tokens' slots (3 x kItems loads in flight), then stores those whose slot is inside the
+// cache. The slot of a token
 // is read by every thread copying one of its units (one cache line, served by L1).
 #include "kernels/attention/kv_cache_write_cuda.h"
 
@@ -52,12 +53,12 @@ __global__ void __launch_bounds__(kThreads) kv_cache_write_kernel(const CopyPara
     if (q < p.items) {
       const std::uint32_t token = p.row.quotient(q);
       const std::uint32_t unit = p.row.remainder(q, token);
+      // The rows' loads do not wait for the slot's: a round trip to memory less on each
+      // thread's chain (a padding token's row is read and dropped).
       const long long slot = __ldg(p.slot_mapping + token);
-      if (slot >= 0 && slot < p.slots) {
-        dst[i] = slot * p.units_per_row + unit;
-        k[i] = __ldcs(key + q);
-        v[i] = __ldcs(value + q);
-      }
+      k[i] = __ldcs(key + q);
+      v[i] = __ldcs(value + q);
+      if (slot >= 0 && slot < p.slots) dst[i] = slot * p.units_per_row + unit;
     }
   }
 #pragma unroll
