@@ -44,8 +44,11 @@ __device__ __forceinline__ void issue_qk(float (&s)[BN / 2], uint32_t q, uint32_
 // V_ROWS rows (attention_varlen_kernel.cuh, PAGED with pages of V_ROWS keys).
 template <int D, int BN, int V_ROWS>
 __host__ __device__ constexpr uint32_t v_row_offset(int key) {
-  if constexpr (V_ROWS == 0) return static_cast<uint32_t>(key * 128);
-  return static_cast<uint32_t>((key / V_ROWS) * (D / 64) * V_ROWS * 128 + (key % V_ROWS) * 128);
+  if constexpr (V_ROWS == 0) {
+    return static_cast<uint32_t>(key * 128);
+  } else {
+    return static_cast<uint32_t>((key / V_ROWS) * (D / 64) * V_ROWS * 128 + (key % V_ROWS) * 128);
+  }
 }
 template <int BN, int V_ROWS>
 constexpr uint32_t kVChunkBytes = (V_ROWS == 0 ? BN : V_ROWS) * 128;
