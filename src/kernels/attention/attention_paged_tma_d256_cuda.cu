@@ -4,7 +4,8 @@
 namespace tileops::cuda_kernels::attention_detail {
 
 bool launch_paged_tma_d256(const VarlenLaunch& l) {
-  return launch_if<256, 64, 2, 1, true>(l);
+  // Pages of 16 keys: V in page-major stages, one load per page (attention_varlen_kernel.cuh).
+  return l.v_rows == 16 ? launch_if<256, 64, 2, 1, true, 16>(l) : launch_if<256, 64, 2, 1, true>(l);
 }
 
 }  // namespace tileops::cuda_kernels::attention_detail

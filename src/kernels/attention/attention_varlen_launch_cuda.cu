@@ -292,9 +292,9 @@ void launch_attention_paged_tma(const AttentionPagedArgs& a, int32_t* tile_count
                  : make_map_3d(a.q, a.dtype, a.total_q, a.heads_q, a.head_dim, kBlockM);
   l.map_k = make_map_3d(empty ? a.q : a.k_cache, a.dtype, cache_rows,
                         empty ? a.heads_q : a.heads_kv, a.head_dim, box_rows);
-  // Pages of 16 keys at D 128: V in page-major stages, each page's two chunks in one load
-  // (docs/design/attention-kernels.md, "The TMA pipeline over pages"; D 256 is not measured).
-  l.v_rows = a.page_size == 16 && a.head_dim == 128 && !empty ? 16 : 0;
+  // Pages of 16 keys at D 128 and 256: V in page-major stages, each page's chunks in one load
+  // (docs/design/attention-kernels.md, "The TMA pipeline over pages").
+  l.v_rows = a.page_size == 16 && a.head_dim >= 128 && !empty ? 16 : 0;
   l.map_v = l.v_rows > 0 ? hopper::make_tma_map_row_chunks(
                                a.v_cache,
                                a.dtype == DType::bfloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
