@@ -172,6 +172,11 @@ TEST(AttentionPagedLaunchArgs, ContiguousKeysNeedNoTableLengthsOrPageSize) {
   a.head_dim = 96;
   EXPECT_THAT(split_error(a), HasSubstr("head_dim must be 64, 128 or 256, got 96"));
   a.head_dim = 128;
+  // Their kernel instances take the decode-shaped calls' 16-row tiles only.
+  AttentionPagedPlan plan;
+  plan.rows_per_tile = 64;
+  EXPECT_THAT(signature_error_of([&] { cuda_kernels::launch_attention_paged(a, plan, nullptr); }),
+              HasSubstr("contiguous keys (cu_seqlens_k) take 16-row tiles, got 64"));
   a.cu_seqlens_k = nullptr;  // pages again: their rules are back
   EXPECT_THAT(split_error(a), HasSubstr("page_size must be 16, 32, 64 or 128, got 0"));
 }

@@ -17,8 +17,9 @@
 // warp takes 16 rows over every key. The result goes to out / lse (one split) or to the split's
 // partial state in the workspace (normalized out in float32, lse), merged by the merge kernel,
 // launched as a programmatic dependent of this one.
-// With cu_k set the keys are rows of contiguous K / V tensors (the varlen op's decode-shaped
-// calls): one "page" per sequence whose entry is cu_k[b], no table read.
+// CONTIGUOUS (cu_k set): the keys are rows of contiguous K / V tensors (the varlen op's
+// decode-shaped calls), one "page" per sequence whose entry is cu_k[b], no table read; a template
+// option so that the paged instances carry none of its branches.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -121,7 +122,7 @@ struct TileSite {
 // sequence's seqused_k (or its cu_k rows, clipped to the tensors' rows so that no caller's offset
 // reads outside them) loaded beside cu_seqlens_q so that one round trip to memory finds both.
 // Run by the 32 lanes of one warp; false when the slot is past the last tile.
-template <int ROWS>
+template <int ROWS, bool CONTIGUOUS>
 __device__ __forceinline__ bool find_tile(const PagedParams& p, int slot, TileSite& site) {
   const int lane = static_cast<int>(threadIdx.x & 31u);
   int before = 0;
@@ -135,7 +136,7 @@ __device__ __forceinline__ bool find_tile(const PagedParams& p, int slot, TileSi
     if (b < p.batch) {
       q0 = __ldg(p.cu_q + b);
       sq = __ldg(p.cu_q + b + 1) - q0;
-      if (p.cu_k != nullptr) {
+      if constexpr (CONTIGUOUS) {
         k0 = min(max(__ldg(p.cu_k + b), 0), p.num_blocks);
         sk = min(max(__ldg(p.cu_k + b + 1), k0), p.num_blocks) - k0;
       } else {
@@ -202,7 +203,7 @@ __device__ __forceinline__ void prefetch_table_guess(const PagedParams& p, int s
   }
 }
 
-template <typename T, int D, int ROWS>
+template <typename T, int D, int ROWS, bool CONTIGUOUS>
 __global__ void __launch_bounds__(kThreads) attention_paged_kernel(const PagedParams p) {
   using S = PagedShape<D, ROWS>;
   constexpr int kNB = S::kWarpKeys / 8;  // 8-key blocks of S per warp
@@ -227,9 +228,9 @@ __global__ void __launch_bounds__(kThreads) attention_paged_kernel(const PagedPa
   const int slot = static_cast<int>(slot_index);
   if (warp == 0) {
     TileSite site{};
-    if (!find_tile<ROWS>(p, slot, site)) site.b = -1;
+    if (!find_tile<ROWS, CONTIGUOUS>(p, slot, site)) site.b = -1;
     if (lane == 0) s_site = site;
-  } else if (warp == 1 && slot < p.batch && p.cu_k == nullptr) {
+  } else if (!CONTIGUOUS && warp == 1 && slot < p.batch) {
     prefetch_table_guess<ROWS>(p, slot, split);
   }
   __syncthreads();
@@ -261,7 +262,7 @@ __global__ void __launch_bounds__(kThreads) attention_paged_kernel(const PagedPa
   // The pages of this block's sequence; this thread's chunk of each row it copies.
   const T* kc = static_cast<const T*>(p.k_cache);
   const T* vc = static_cast<const T*>(p.v_cache);
-  const bool contiguous = p.cu_k != nullptr;
+  constexpr bool contiguous = CONTIGUOUS;
   const int32_t* table = contiguous ? nullptr : p.table + static_cast<long long>(b) * p.width;
   const int page_mask = (1 << p.page_shift) - 1;
   // A page's elements fit an int: heads_kv <= 65535, D <= 256, page_size <= 128 (the host checks).

@@ -141,6 +141,10 @@ void launch_attention_paged(const AttentionPagedArgs& a, const AttentionPagedPla
   if (plan.rows_per_tile != 16 && plan.rows_per_tile != 64)
     throw SignatureError(kWho + "rows_per_tile must be 16 or 64, got " +
                          std::to_string(plan.rows_per_tile));
+  // Contiguous keys come from decode-shaped calls, whose kernel instances take 16-row tiles.
+  if (a.cu_seqlens_k != nullptr && plan.rows_per_tile != 16)
+    throw SignatureError(kWho + "contiguous keys (cu_seqlens_k) take 16-row tiles, got " +
+                         std::to_string(plan.rows_per_tile));
   if (plan.splits < 1 || plan.splits > kAttentionPagedMaxSplits)
     throw SignatureError(kWho + "splits must be in [1, " +
                          std::to_string(kAttentionPagedMaxSplits) + "], got " +

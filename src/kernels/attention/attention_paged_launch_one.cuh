@@ -10,10 +10,10 @@
 namespace tileops::cuda_kernels::paged_detail {
 namespace {
 
-template <typename T, int D, int ROWS>
+template <typename T, int D, int ROWS, bool CONTIGUOUS>
 void launch_split(const PagedLaunch& l) {
   using S = PagedShape<D, ROWS>;
-  const auto kernel = attention_paged_kernel<T, D, ROWS>;
+  const auto kernel = attention_paged_kernel<T, D, ROWS, CONTIGUOUS>;
   if (const cudaError_t err =
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmem);
       err != cudaSuccess)
@@ -54,10 +54,13 @@ void launch_merge(const PagedLaunch& l) {
 
 template <typename T, int D>
 void launch_typed(const PagedLaunch& l) {
-  if (l.rows_per_tile == 64) {
-    launch_split<T, D, 64>(l);
+  // Contiguous keys come from decode-shaped calls only: 16-row tiles (the launcher checks).
+  if (l.params.cu_k != nullptr) {
+    launch_split<T, D, 16, true>(l);
+  } else if (l.rows_per_tile == 64) {
+    launch_split<T, D, 64, false>(l);
   } else {
-    launch_split<T, D, 16>(l);
+    launch_split<T, D, 16, false>(l);
   }
   if (l.params.splits > 1) launch_merge<T, D>(l);
 }
@@ -71,10 +74,12 @@ void launch_dim(const PagedLaunch& l) {
   }
 }
 
+// The paged instance's occupancy stands for the contiguous one's: the same shared memory, which
+// bounds both (2 blocks per multiprocessor at D 128, 4 by registers).
 template <typename T, int D, int ROWS>
 int blocks_per_sm() {
   int blocks = 0;
-  const auto kernel = attention_paged_kernel<T, D, ROWS>;
+  const auto kernel = attention_paged_kernel<T, D, ROWS, false>;
   if (const cudaError_t err = cudaFuncSetAttribute(
           kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, PagedShape<D, ROWS>::kSmem);
       err != cudaSuccess)
