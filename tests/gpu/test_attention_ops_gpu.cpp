@@ -64,6 +64,8 @@ TEST(AttentionKVCacheWriteGpu, MatchesTheCpuBitForBit) {
       {DType::float16, 19, 4, 64, 8, 4, 1},  // unaligned pointers
       {DType::float32, 19, 2, 6, 8, 4, 1},   // rows of 24 bytes, 4-byte aligned
       {DType::bfloat16, 1, 8, 128, 1, 16},   // one decode token
+      {DType::float32, 9, 16, 256, 4, 4},    // rows of 16 KB: bulk copies one token per block
+      {DType::float32, 3, 32, 640, 2, 2},    // rows of 80 KB: past the bulk copies, 16-byte units
   };
   for (const CacheCase& c : cases) {
     const std::string what =

@@ -26,9 +26,12 @@ struct KVCacheWriteArgs {
   DType dtype = DType::bfloat16;
 };
 
-/// The launch shape for rows of `row_bytes` bytes: "threads=256 items_per_thread=4 copy_bytes=16"
-/// (copy_bytes: the widest of 16, 8, 4, 2 dividing the row; narrower at launch when a pointer is
-/// not aligned to it).
+/// The launch shape for rows of `row_bytes` bytes: for rows of a multiple of 16 bytes up to 64 KB,
+/// bulk copies for calls of less than 4 MiB of keys and 16-byte units above ("bulk copies below 4
+/// MiB of keys (32 threads, tokens_per_block=4, 16-byte aligned tensors), else threads=256
+/// items_per_thread=4 copy_bytes=16"); other rows "threads=256 items_per_thread=4 copy_bytes=N"
+/// (N: the widest of 16, 8, 4, 2 dividing the row). Tensors not 16-byte aligned take the unit
+/// copies at launch, with the widest unit every pointer is aligned to.
 std::string kv_cache_write_config(std::int64_t row_bytes);
 
 /// Launches the copy on `stream` (nullptr: the legacy default stream) on the current device.
