@@ -33,8 +33,8 @@
 // the tensor cores' async proxy (fence.proxy.async.shared::cta) and then arrives on the stage's
 // V barrier. That happens for at most one key block per tile (the one holding key seqused_k - 1
 // of a partial last page).
-// V_ROWS (PAGED with pages of V_ROWS = 16 keys at D 128): each load costs a fixed time, and
-// D / 64 loads per page of K and of V made page 16 the slowest page size, so V stages are page
+// V_ROWS (PAGED with pages of V_ROWS = 16 keys at D 128 and 256): each load costs a fixed time,
+// and D / 64 loads per page of K and of V made page 16 the slowest page size, so V stages are page
 // major ([page][chunk][V_ROWS rows], v_row_offset) and one 4D load brings a page's every chunk;
 // each 16-key k-step of P V lies in one page. K stays chunk major (the Q K^T wgmma needs its keys
 // at one stride).
