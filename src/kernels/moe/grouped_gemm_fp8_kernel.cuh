@@ -11,6 +11,9 @@
 // descriptors are the bf16 kernel's, and the block's scales (the tile rows' activation scales, the
 // gate and up weight scales), which the producer warp's lanes copy with cp.async tracked by the
 // stage's full barrier: the consumers' loop holds no global pointers and waits on no global load.
+// The consumers address a stage's tiles, scales and wgmma descriptors as offsets from ones computed
+// once; the two-wave tiles unroll the ring of stages (stage s in slot s, a tile entering the ring
+// where the previous one left it), so that those offsets are constants.
 //
 // Consumer warpgroup w computes a 64 x 128 piece of the tile (m-slice w % (block_m / 64), n-slice
 // w / (block_m / 64)). A 256-row tile gives each of the two warpgroups two pieces (waves: m-slices
@@ -116,6 +119,8 @@ struct FP8Shape {
   static constexpr int n_slice(int cw) { return kWaves == 1 ? cw / kMSlices : 0; }
   static_assert(kSmem == kBesideStores + kConsumers * kStoreBuffers * kChunkBytes);
   static_assert(kSmem <= kMaxSmem, "over the 227 KB of shared memory a block can have");
+  // (With the 1 KB the system reserves: desc_at's descriptor offsets do not carry.)
+  static_assert(kMaxSmem + 1024 <= 1 << 18, "shared addresses of 18 bits");
 };
 
 namespace {
@@ -283,6 +288,14 @@ __device__ __forceinline__ float ld_shared_f32(uint32_t addr) {
   return v;
 }
 
+// The descriptor of the tile `bytes` past the one of `desc` (smem_desc's layout). The start address
+// field (bits 0-13: (addr & 0x3ffff) >> 4) takes the offset without a carry: a block's shared
+// addresses are below 256 KB (FP8Shape's static_assert), so that the high half stays a constant.
+__device__ __forceinline__ uint64_t desc_at(uint64_t desc, int bytes) {
+  const uint32_t lo = static_cast<uint32_t>(desc) + static_cast<uint32_t>(bytes >> 4);
+  return (desc & ~static_cast<uint64_t>(0xffffffffu)) | lo;
+}
+
 // The producer warp's copies of K block kb's scales into a stage: the tile's activation scales (0
 // past its rows) and each n-slice's gate and up weight scales, tracked by the stage's full
 // barrier through one arrival per lane.
@@ -290,12 +303,16 @@ template <class S>
 __device__ __forceinline__ void stage_scales(const FP8GemmParams& p, const TileInfo& ti, int kb,
                                              uint32_t dst, int lane, uint32_t full) {
   constexpr int BM = S::kMSlices * 64;
+  // One running offset, opaque to the compiler: else it keeps a 64-bit offset per row across the
+  // K loop, past the producer warp's 40 registers.
+  int64_t off = static_cast<int64_t>(ti.row0 + lane) * p.kblocks + kb;
+  const int64_t stride = static_cast<int64_t>(32) * p.kblocks;
 #pragma unroll
   for (int r = lane; r < BM; r += 32) {
     const bool valid = r < ti.rows;
-    const float* src =
-        p.a_scales + static_cast<int64_t>(ti.row0 + (valid ? r : 0)) * p.kblocks + kb;
-    mbarrier::copy4_async(dst + 4 * r, src, valid);
+    mbarrier::copy4_async(dst + 4 * r, p.a_scales + (valid ? off : kb), valid);
+    off += stride;
+    asm("" : "+l"(off));
   }
   if (lane < 2 * S::kNSlices) {
     const int blk = scale_block(p, slice_col0<S>(p, ti, lane >> 1), (lane & 1) != 0);
@@ -418,7 +435,8 @@ __global__ void __launch_bounds__(FP8Shape<BM, BN, STAGES>::kThreads, 1)
     }
   } else {
     if constexpr (S::kConsumers == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
-    const int cw = wg - 1;
+    // (Warp-uniform to the compiler: the descriptors below then live in uniform registers.)
+    const int cw = __shfl_sync(0xffffffffu, wg - 1, 0);
     const int ni = S::n_slice(cw);
     const int w4 = warp & 3;
     const int wt = tid - 128 * wg;
@@ -429,8 +447,20 @@ __global__ void __launch_bounds__(FP8Shape<BM, BN, STAGES>::kThreads, 1)
     const bool pair = (reinterpret_cast<uintptr_t>(p.c) & 3u) == 0 && (p.n_out & 1) == 0;
     float acc[S::kWaves][S::kAcc];
     float blk[S::kAcc];
+    // The descriptors of stage 0's A slice (wave 0) and B slice, and the addresses of this thread's
+    // activation scale (row r_in of wave 0's slice) and of the n-slice's gate scale in stage 0:
+    // the stages', waves' and k steps' lie at constant offsets from them (see desc_at).
+    uint64_t desc_a = smem_desc(base + static_cast<uint32_t>(S::m_slice(cw, 0) * 64 * 128));
+    uint64_t desc_b = smem_desc(base + static_cast<uint32_t>(S::kABytes + ni * S::kSliceN * 128));
+    uint32_t sc_a =
+        base + static_cast<uint32_t>(S::kScaleOffset + 4 * (S::m_slice(cw, 0) * 64 + r_in));
+    const uint32_t sc_b =
+        base + static_cast<uint32_t>(S::kScaleOffset + 4 * (S::kMSlices * 64 + 2 * ni));
+    // Computed once: the compiler would otherwise rebuild them (from the thread index) per slot.
+    asm("" : "+l"(desc_a), "+l"(desc_b), "+r"(sc_a));
     TileCursor cursor;
     TileInfo ti;
+    // The ring position, as the producer's; a tile's K loop enters the unrolled ring at `stage`.
     int stage = 0;
     uint32_t phase = 0;
     for (long long t = blockIdx.x; cursor.find(p, BM, t, ti); t += gridDim.x) {
@@ -454,28 +484,32 @@ __global__ void __launch_bounds__(FP8Shape<BM, BN, STAGES>::kThreads, 1)
 #pragma unroll
         for (int i = 0; i < S::kAcc; ++i) acc[v][i] = 0.f;
       }
-      for (int kb = 0; kb < KT; ++kb) {
-        mbarrier::wait(full_bar + 8 * stage, phase);
-        const uint32_t st = base + static_cast<uint32_t>(stage * S::kStageBytes);
-        const uint32_t sc = base + static_cast<uint32_t>(S::kScaleOffset + stage * S::kScaleBytes);
-        const float sg = ld_shared_f32(sc + 4 * (S::kMSlices * 64 + 2 * ni));
-        const float su = ld_shared_f32(sc + 4 * (S::kMSlices * 64 + 2 * ni + 1));
-        const uint32_t sb = st + static_cast<uint32_t>(S::kABytes + ni * S::kSliceN * 128);
+      // One K block from stage s: a constant in the unrolled ring (the stage addresses and
+      // descriptors are then immediate offsets), the ring position otherwise.
+      const auto consume = [&](const int s) {
+        mbarrier::wait(full_bar + 8 * s, phase);
+        const uint32_t st = base + static_cast<uint32_t>(s * S::kStageBytes);
+        const uint32_t so = static_cast<uint32_t>(s * S::kScaleBytes);
+        const float sg = ld_shared_f32(sc_b + so);
+        const float su = ld_shared_f32(sc_b + so + 4);
 #pragma unroll
         for (int v = 0; v < S::kWaves; ++v) {
           const int mi = S::m_slice(cw, v);
           if (v > 0 && rows <= mi * 64) break;  // (warp-uniform) this and later waves: no rows
-          const uint32_t sa = st + static_cast<uint32_t>(mi * 64 * 128);
-          const float sa0 = ld_shared_f32(sc + 4 * (mi * 64 + r_in));
-          const float sa1 = ld_shared_f32(sc + 4 * (mi * 64 + r_in + 8));
+          // Wave v's slice: va rows past wave 0's (a constant: v * kConsumers slices).
+          const uint32_t va = static_cast<uint32_t>((mi - S::m_slice(cw, 0)) * 64);
+          const float sa0 = ld_shared_f32(sc_a + so + 4 * va);
+          const float sa1 = ld_shared_f32(sc_a + so + 4 * (va + 8));
           fence_regs(blk);
           wgmma_fence();
 #pragma unroll
           for (int ks = 0; ks < 4; ++ks) {
+            const uint64_t da = desc_at(desc_a, s * S::kStageBytes + va * 128 + 32 * ks);
+            const uint64_t db = desc_at(desc_b, s * S::kStageBytes + 32 * ks);
             if constexpr (S::kSliceN == 64) {
-              wgmma_n64_e4m3(blk, smem_desc(sa + 32 * ks), smem_desc(sb + 32 * ks), ks);
+              wgmma_n64_e4m3(blk, da, db, ks);
             } else {
-              wgmma_n128_e4m3(blk, smem_desc(sa + 32 * ks), smem_desc(sb + 32 * ks), ks);
+              wgmma_n128_e4m3(blk, da, db, ks);
             }
           }
           wgmma_commit();
@@ -484,8 +518,27 @@ __global__ void __launch_bounds__(FP8Shape<BM, BN, STAGES>::kThreads, 1)
           promote<S>(acc[v], blk, st, mi * 64 + r_in, ni, lane, sa0, sa1, sg, su);
         }
         __syncwarp();
-        if (lane == 0) mbarrier::arrive(empty_bar + 8 * stage);
-        if (++stage == STAGES) {
+        if (lane == 0) mbarrier::arrive(empty_bar + 8 * s);
+      };
+      for (int kb = 0; kb < KT;) {
+        if constexpr (S::kWaves == 2) {
+          // The ring unrolled (only here: the 6-stage tiles unrolled were slower, see
+          // docs/perf/2026-12-07-h100-fp8-unrolled-ring.md); the first pass enters at the ring's
+          // position, the last may end early.
+#pragma unroll
+          for (int s = 0; s < STAGES; ++s) {
+            if (s >= stage && kb < KT) {  // (warp-uniform)
+              consume(s);
+              stage = s + 1;
+              ++kb;
+            }
+          }
+        } else {
+          consume(stage);
+          ++stage;
+          ++kb;
+        }
+        if (stage == STAGES) {
           stage = 0;
           phase ^= 1u;
         }
