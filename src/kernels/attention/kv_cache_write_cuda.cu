@@ -18,7 +18,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <climits>
 #include <cstdint>
 #include <string>
 
@@ -202,8 +201,8 @@ void launch_bulk(const KVCacheWriteArgs& a, std::int64_t row_bytes, cudaStream_t
   p.slots = a.slots;
   p.tokens = a.tokens;
   p.row_bytes = static_cast<std::uint32_t>(row_bytes);
+  // (A call below kBulkMaxCallBytes of 16-byte rows has fewer than 2^18 tokens.)
   const std::int64_t blocks = (a.tokens + TOKENS - 1) / TOKENS;
-  if (blocks > INT_MAX) throw SignatureError("kv_cache_write (CUDA): too many tokens");
   kernel<<<static_cast<unsigned>(blocks), 32, smem, stream>>>(p);
   if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess) throw_cuda(err, "launch");
 }
