@@ -15,7 +15,11 @@
 #                                 with fmt's include/ at the pinned commit in third-party/fmt/include
 #   .dg/cutlass-include.tar.gz    cutlass's include/ at the pinned commit (cute/ and cutlass/)
 #   .dg/py312-include.tar.gz      CPython 3.12 headers (python3.12/Python.h ...), used only when
-#                                 the interpreter has no Python.h (pybind11 needs them)
+#                                 the interpreter has no Python.h (pybind11 needs them); e.g.
+#                                 usr/include/python3.12 of Ubuntu's libpython3.12-dev
+#                                 (3.12.3-1 for the H200 image's 3.12.3), with the deb's
+#                                 x86_64-linux-gnu/python3.12/pyconfig.h copied over
+#                                 python3.12/pyconfig.h (whose include of it would not resolve)
 #
 # Environment: OUT (logs; default build-deepgemm/out), DEEPGEMM_CHECK_BUDGET_S (default 400),
 # DEEPGEMM_BUNDLE (default .dg), DEEPGEMM_BENCH_ARGS (extra bench/peers_deepgemm.py arguments),
