@@ -371,7 +371,7 @@ __global__ void __launch_bounds__(FP8Shape<BM, BN, STAGES>::kThreads, 1)
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbarrier::init(full_bar + 8 * s, 1 + 32);  // the tiles' bytes, the scale copies per lane
-      mbarrier::init(empty_bar + 8 * s, 4 * S::kConsumers);
+      mbarrier::init(empty_bar + 8 * s, 128 * S::kConsumers);  // every consumer thread
     }
     mbarrier::fence_init();
   }
@@ -383,7 +383,7 @@ __global__ void __launch_bounds__(FP8Shape<BM, BN, STAGES>::kThreads, 1)
     if constexpr (S::kConsumers == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
     if (warp == 0) {
       // Producer: every lane runs the cursor, lane 0 issues the tile loads, then every lane
-      // copies some of the stage's scales (lane 0 has seen the stage empty).
+      // copies some of the stage's scales (each lane has seen the stage empty).
       if (lane == 0) {
         tma_prefetch(&tma_a);
         tma_prefetch(&tma_b);
@@ -396,8 +396,9 @@ __global__ void __launch_bounds__(FP8Shape<BM, BN, STAGES>::kThreads, 1)
         const int en = ti.expert * N;
         for (int kb = 0; kb < KT; ++kb) {
           const uint32_t full = full_bar + 8 * stage;
+          // Every lane waits: its scale copies below overwrite what the consumers read.
+          mbarrier::wait(empty_bar + 8 * stage, phase ^ 1u);
           if (lane == 0) {
-            mbarrier::wait(empty_bar + 8 * stage, phase ^ 1u);
             mbarrier::arrive_expect_tx(full, S::kStageBytes);
             const uint32_t sa = base + static_cast<uint32_t>(stage * S::kStageBytes);
             tma_load_2d(sa, &tma_a, kb * 128, ti.row0, full);
@@ -469,8 +470,7 @@ __global__ void __launch_bounds__(FP8Shape<BM, BN, STAGES>::kThreads, 1)
         // None of this warpgroup's rows belongs to the expert: release the stages unread.
         for (int kb = 0; kb < KT; ++kb) {
           mbarrier::wait(full_bar + 8 * stage, phase);
-          __syncwarp();
-          if (lane == 0) mbarrier::arrive(empty_bar + 8 * stage);
+          mbarrier::arrive(empty_bar + 8 * stage);
           if (++stage == STAGES) {
             stage = 0;
             phase ^= 1u;
@@ -517,8 +517,9 @@ __global__ void __launch_bounds__(FP8Shape<BM, BN, STAGES>::kThreads, 1)
           fence_regs(blk);
           promote<S>(acc[v], blk, st, mi * 64 + r_in, ni, lane, sa0, sa1, sg, su);
         }
-        __syncwarp();
-        if (lane == 0) mbarrier::arrive(empty_bar + 8 * s);
+        // Each thread releases its own scale reads (racecheck follows no release through a
+        // __syncwarp and another lane's arrival).
+        mbarrier::arrive(empty_bar + 8 * s);
       };
       for (int kb = 0; kb < KT;) {
         if constexpr (S::kWaves == 2) {
