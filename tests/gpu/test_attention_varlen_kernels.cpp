@@ -67,6 +67,9 @@ struct AttnProblem {
   float softcap = 0.0f;
   float scale = 0.0f;    // 0: 1 / sqrt(head_dim)
   float q_range = 2.0f;  // q drawn from [-q_range, q_range): peaky scores when large
+  // Key j of a sequence of sk keys scaled by 1 + key_ramp * (sk - 1 - j) / sk: scores grow toward
+  // the first keys, which the kernel visits last, so a row's max keeps rising block by block.
+  float key_ramp = 0.0f;
   uint64_t seed = 1;
 
   int64_t total_q() const { return sum(lq); }
@@ -130,6 +133,18 @@ class AttnRunner {
     for (size_t b = 0; b < p_.lq.size(); ++b) {
       cu_q_.push_back(cu_q_.back() + static_cast<int32_t>(p_.lq[b]));
       cu_k_.push_back(cu_k_.back() + static_cast<int32_t>(p_.lk[b]));
+    }
+    if (p_.key_ramp != 0.0f) {
+      const size_t row = static_cast<size_t>(p_.heads_kv) * d;  // one token's keys
+      for (size_t b = 0; b < p_.lk.size(); ++b) {
+        const int64_t sk = p_.lk[b];
+        for (int64_t j = 0; j < sk; ++j) {
+          const float r =
+              1.0f + p_.key_ramp * static_cast<float>(sk - 1 - j) / static_cast<float>(sk);
+          const size_t first = static_cast<size_t>(cu_k_[b] + j) * row;
+          for (size_t i = first; i < first + row; ++i) k_->set(i, k_->get(i) * r);
+        }
+      }
     }
     dq_ = upload(*q_);
     dk_ = upload(*k_);
@@ -423,6 +438,32 @@ TEST(AttentionVarlenKernels, MasksAndScores) {
       negative.seed = ++seed;
       ASSERT_NO_FATAL_FAILURE(check_problem(negative));
     }
+}
+
+// Scores that rise block after block toward the keys visited last: a row's max grows by less than
+// the kernel's slack (no rescale of O, P up to 2^8) on some blocks and by more on others.
+TEST(AttentionVarlenKernels, ScoresRisingAcrossKeyBlocks) {
+  SKIP_WITHOUT_GPU();
+  uint64_t seed = 200;
+  for (const DType dtype : kDtypes)
+    for (const int64_t d : kHeadDims)
+      for (const bool causal : {false, true}) {
+        AttnProblem p;
+        p.dtype = dtype;
+        p.head_dim = d;
+        p.heads_q = 4;
+        p.heads_kv = 2;
+        p.causal = causal;
+        p.lq = {300, 1};
+        p.lk = {1100, 700};
+        p.key_ramp = 5.0f;
+        p.seed = ++seed;
+        ASSERT_NO_FATAL_FAILURE(check_problem(p));
+        p.softcap = 40.0f;  // the TRANSFORM instances
+        p.q_range = 6.0f;
+        p.seed = ++seed;
+        ASSERT_NO_FATAL_FAILURE(check_problem(p));
+      }
 }
 
 // Every configuration of the tuning space, with and without the tile counter, and a grid of

@@ -66,16 +66,27 @@ __device__ __forceinline__ void issue_pv(float (&o)[D / 2], const uint32_t (&pf)
   }
 }
 
+// LAZY (D 256): how far (log2 units) a row's scores may exceed the max its exponents use before
+// that max moves. P <= 2^8 keeps its relative precision in the dtype and the fp32 sums, and O's
+// rescale (D / 2 multiplies per thread) becomes rare. At D 64 and 128 the skip's vote and branch
+// cost more than the multiplies (docs/design/attention-kernels.md, "Softmax").
+constexpr float kMaxSlackLog2 = 8.0f;
+
+template <int D>
+constexpr bool kLazyRescale = D >= 256;
+
 // The per-row state of the online softmax of one thread's two rows (h = 0: row g, 1: row g + 8).
 struct RowStats {
-  float m[2];  // running max of the scores (raw units: the scaled max is m * score_mul)
+  float m[2];  // the max the exponents use (raw units, scaled: m * score_mul); LAZY: within 2^8
+               // of the scores seen (kMaxSlackLog2)
   float l[2];  // this thread's partial sum of exp2(score - max) (summed over the quad at the end)
 };
 
 // Transforms (TRANSFORM), masks (MASK) and exponentiates the scores of one key block in place,
-// updating the row stats; `scale` gets the factor the previous O rows are multiplied by.
+// updating the row stats; `scale` gets the factor the previous O rows are multiplied by (LAZY: 1
+// unless a row's max moved by over kMaxSlackLog2).
 // Key j (column c of the block: j = n0 + c) is visible to row h iff lo[h] <= j < hi[h].
-template <int BN, bool TRANSFORM, bool MASK>
+template <int BN, bool TRANSFORM, bool MASK, bool LAZY>
 __device__ __forceinline__ void softmax_block(float (&s)[BN / 2], const VarlenParams& p, int n0,
                                               const int (&lo)[2], const int (&hi)[2], int qc,
                                               RowStats& st, float (&scale)[2]) {
@@ -113,10 +124,14 @@ __device__ __forceinline__ void softmax_block(float (&s)[BN / 2], const VarlenPa
   for (int h = 0; h < 2; ++h) {
     mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
     mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+    // LAZY: the max moves only when the block's exceeds it by more than kMaxSlackLog2 (false
+    // while both are -inf), and a rescale by 1 is skipped.
+    const bool grow = !LAZY || mx[h] * k > st.m[h] * k + kMaxSlackLog2;
+    const float old = st.m[h];
+    if (grow) st.m[h] = mx[h];
     // A row that has seen no key yet keeps max -inf; exponents then use 0 (all terms are 0).
-    m_use[h] = mx[h] == -INFINITY ? 0.0f : mx[h] * k;
-    scale[h] = fast_exp2(st.m[h] * k - m_use[h]);  // -inf (first block) gives 0
-    st.m[h] = mx[h];
+    m_use[h] = st.m[h] == -INFINITY ? 0.0f : st.m[h] * k;
+    scale[h] = grow ? fast_exp2(old * k - m_use[h]) : 1.0f;  // old -inf (first keys) gives 0
   }
   float sum[2] = {0.0f, 0.0f};
 #pragma unroll
@@ -135,14 +150,14 @@ __device__ __forceinline__ void softmax_block(float (&s)[BN / 2], const VarlenPa
   for (int h = 0; h < 2; ++h) st.l[h] = st.l[h] * scale[h] + sum[h];
 }
 
-template <int BN, bool TRANSFORM>
+template <int BN, bool TRANSFORM, bool LAZY>
 __device__ __forceinline__ void softmax_any(float (&s)[BN / 2], const VarlenParams& p, int n0,
                                             bool mask, const int (&lo)[2], const int (&hi)[2],
                                             int qc, RowStats& st, float (&scale)[2]) {
   if (mask) {
-    softmax_block<BN, TRANSFORM, true>(s, p, n0, lo, hi, qc, st, scale);
+    softmax_block<BN, TRANSFORM, true, LAZY>(s, p, n0, lo, hi, qc, st, scale);
   } else {
-    softmax_block<BN, TRANSFORM, false>(s, p, n0, lo, hi, qc, st, scale);
+    softmax_block<BN, TRANSFORM, false, LAZY>(s, p, n0, lo, hi, qc, st, scale);
   }
 }
 
@@ -152,8 +167,13 @@ __device__ __forceinline__ void to_p(const float (&s)[BN / 2], uint32_t (&pf)[BN
   for (int q = 0; q < BN / 4; ++q) pf[q] = pack2<T>(s[2 * q], s[2 * q + 1]);
 }
 
+// O's rows times `scale`; LAZY: skipped (a warp-uniform branch) when every row of the warp keeps
+// its max.
 template <int D>
 __device__ __forceinline__ void rescale_o(float (&o)[D / 2], const float (&scale)[2]) {
+  if constexpr (kLazyRescale<D>) {
+    if (!__any_sync(0xffffffffu, scale[0] != 1.0f || scale[1] != 1.0f)) return;
+  }
 #pragma unroll
   for (int i = 0; i < D / 8; ++i) {
 #pragma unroll

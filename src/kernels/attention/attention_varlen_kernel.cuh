@@ -446,8 +446,8 @@ __global__ void __launch_bounds__(384, 1)
           if (n == t.n_begin) mbarrier::arrive(empty_q + 8 * qs);
         }
         const long long n0 = static_cast<long long>(n) * BN;
-        softmax_any<BN, TRANSFORM>(s, p, n * BN, n0 < lo_max || n0 + BN > hi_min, lo, hi, qc, st,
-                                   scale);
+        softmax_any<BN, TRANSFORM, kLazyRescale<D> >(s, p, n * BN, n0 < lo_max || n0 + BN > hi_min,
+                                                     lo, hi, qc, st, scale);
         to_p<T, BN>(s, pf);
       }
       int v_iter = kv_iter++;
@@ -474,8 +474,8 @@ __global__ void __launch_bounds__(384, 1)
           if (n == t.n_begin) mbarrier::arrive(empty_q + 8 * qs);
         }
         const long long n0 = static_cast<long long>(n) * BN;
-        softmax_any<BN, TRANSFORM>(s, p, n * BN, n0 < lo_max || n0 + BN > hi_min, lo, hi, qc, st,
-                                   scale);
+        softmax_any<BN, TRANSFORM, kLazyRescale<D> >(s, p, n * BN, n0 < lo_max || n0 + BN > hi_min,
+                                                     lo, hi, qc, st, scale);
         wgmma_wait<0>();
         fence_regs(o);
         fence_u32(pf);
