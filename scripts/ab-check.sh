@@ -18,14 +18,10 @@ export PATH="$PATH:/usr/local/cuda/bin"
 source "$repo/scripts/offline-deps.sh"
 jobs=$(( $(nproc) / 2 > 1 ? $(nproc) / 2 : 1 ))
 
-build() {  # build SOURCE BUILD_DIR: configure and build the CLI for sm_90a
-  cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTILEOPS_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90a -DTILEOPS_BUILD_TESTS=OFF -DTILEOPS_BUILD_BENCH=OFF \
-    -DTILEOPS_TORCH=OFF -DTILEOPS_WERROR=OFF && cmake --build "$2" -j "$jobs" --target tileops_cli
-}
-build "$base" "$repo/build-ab-a" > "$logs/build-a.log" 2>&1 &
+source "$repo/scripts/cli-build.sh"
+build_cli "$base" "$repo/build-ab-a" "$jobs" > "$logs/build-a.log" 2>&1 &
 pid_a=$!
-build "$repo" "$repo/build-ab-b" > "$logs/build-b.log" 2>&1
+build_cli "$repo" "$repo/build-ab-b" "$jobs" > "$logs/build-b.log" 2>&1
 rc_b=$?
 wait "$pid_a"
 rc_a=$?
