@@ -80,17 +80,24 @@ def test_compile_fullgraph(device: str, arch: str, dtype: torch.dtype) -> None:
         assert_logits_close(got, want, TOLERANCE[dtype])
 
 
-@pytest.mark.parametrize("arch", ["llama", "deepseek_v3"])
+def _call_targets(gm: torch.fx.GraphModule) -> Counter[str]:
+    return Counter(str(n.target) for n in gm.graph.nodes if n.op in ("call_function", "call_method"))
+
+
+@pytest.mark.parametrize("arch", ["llama", "phi3", "deepseek_v3"])
 def test_compiled_calls_below_min_tokens_trace_transformers(arch: str) -> None:
     """Under torch.compile, calls with fewer tokens than compiled_min_tokens trace transformers'
-    norm, rotation and attention (the moe kind stays served); from that many tokens on, and in
-    eager mode at any size, tileops serves them."""
+    norm, rotation and attention (the moe kind stays served): without a served moe block, the
+    very operations of the unpatched model's graph (the rotary cos and sin once for every layer,
+    not once per layer); from that many tokens on, and in eager mode at any size, tileops serves
+    them."""
     from test_block_compile import Recorder
 
     dtype = torch.bfloat16
     patched, reference, counts = patched_pair(arch, dtype, compiled_min_tokens=12)
     assert counts["rms_norm"] > 0 and counts["rope"] > 0
     kind_of = {op: kind.name for kind in KINDS for op in kind.operators()}
+    recorded: list[torch.fx.GraphModule] = []
 
     def compiled_kinds(length: int) -> tuple[Counter[str], torch.Tensor, torch.Tensor]:
         torch._dynamo.reset()
@@ -100,6 +107,7 @@ def test_compiled_calls_below_min_tokens_trace_transformers(arch: str) -> None:
             got = torch.compile(patched, fullgraph=True, backend=recorder, dynamic=False)(ids).logits
             want = reference(ids).logits
         assert len(recorder.graphs) == 1
+        recorded.append(recorder.graphs[0])
         nodes: Counter[str] = Counter()
         for name, n in recorder.tileops_nodes().items():
             nodes[kind_of[name]] += n
@@ -110,13 +118,24 @@ def test_compiled_calls_below_min_tokens_trace_transformers(arch: str) -> None:
     assert (small["moe"] > 0) == (counts["moe"] > 0) == (arch == "deepseek_v3")
     if counts["moe"] == 0:
         assert_logits_close(got, want, TOLERANCE[dtype])
+        # Traced again: the first call ran transformers' lazy initialisations (LongRoPE's long
+        # inverse frequencies, a buffer the reference's eager calls had made already).
+        compiled_kinds(11)
+        patched_graph = recorded[-1]
+        torch._dynamo.reset()
+        unpatched = Recorder()
+        with torch.inference_mode():
+            torch.compile(reference, fullgraph=True, backend=unpatched, dynamic=False)(
+                _decisive_ids(patched, 1, 11, "cpu"))
+        assert _call_targets(patched_graph) == _call_targets(unpatched.graphs[0])
+    rotations = 2 * counts["rope"] * (2 if arch == "phi3" else 1)  # q and k; LongRoPE's two ops
     large, got, _ = compiled_kinds(12)
-    assert large["rms_norm"] == counts["rms_norm"] and large["rope"] == 2 * counts["rope"]
+    assert large["rms_norm"] == counts["rms_norm"] and large["rope"] == rotations
     assert large["moe"] == small["moe"]
     ids = random_ids(0, 1, 11, "cpu")
     with torch.inference_mode(), TileOpsCalls() as calls:  # eager: tileops at any size
         patched(ids)
-    assert calls.calls["rms_norm"] == counts["rms_norm"] and calls.calls["rope"] == 2 * counts["rope"]
+    assert calls.calls["rms_norm"] == counts["rms_norm"] and calls.calls["rope"] == rotations
 
 
 @pytest.mark.parametrize("value", [-1, 1.5, True, "512"])

@@ -116,7 +116,9 @@ class TileOpsRotaryEmbedding(Replacement):
     ``forward(x, position_ids)`` returns ``(positions [B, S], use_long)`` in place of (cos, sin);
     ``use_long`` is a 0-d bool tensor for LongRoPE (the long factors when the call's largest
     position + 1 exceeds original_max_position_embeddings, as transformers decides, without a
-    host synchronisation) and None otherwise. :meth:`rotate` serves the attention modules.
+    host synchronisation) and None otherwise. :meth:`rotate` serves the attention modules. A
+    compiled call below ``compiled_min_tokens`` returns transformers' (cos, sin) instead, computed
+    once for every layer as the unpatched model does; the rotations then run transformers' code.
     """
 
     kind = "rope"
@@ -147,6 +149,10 @@ class TileOpsRotaryEmbedding(Replacement):
                 *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
         if position_ids is None:
             raise tileops.UsageError("tileops: the rotary embedding needs position_ids")
+        if traces_transformers(x.shape[0] * position_ids.shape[-1], self.compiled_min_tokens):
+            # transformers' cos and sin, once for every layer as in the unpatched model (the
+            # rotations see float cos and run transformers' code with it)
+            return self.hf_module.forward(x, position_ids, *args, **kwargs)
         positions = position_ids.expand(x.shape[0], position_ids.shape[-1]).contiguous()
         use_long = None
         if self.long is not None:
@@ -200,6 +206,8 @@ def _rotation(rope: TileOpsRotaryEmbedding, original: Callable[..., Any], layout
 
     def rotate_q_k(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor | None,
                    *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        if cos.is_floating_point():  # the rotary module traced transformers' code (cos, not positions)
+            return original(q, k, cos, sin, *args, **kwargs)
         positions, use_long = cos, sin
         heads_dim = heads_dim_of(args, kwargs)
         tokens = q.shape[0] * q.shape[2 if heads_dim == 1 else 1]  # rotate()'s layouts
