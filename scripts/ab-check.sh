@@ -16,19 +16,8 @@ logs="${OUT:-$repo/build-ab}"
 mkdir -p "$logs"
 export PATH="$PATH:/usr/local/cuda/bin"
 source "$repo/scripts/offline-deps.sh"
-jobs=$(( $(nproc) / 2 > 1 ? $(nproc) / 2 : 1 ))
-
 source "$repo/scripts/cli-build.sh"
-build_cli "$base" "$repo/build-ab-a" "$jobs" > "$logs/build-a.log" 2>&1 &
-pid_a=$!
-build_cli "$repo" "$repo/build-ab-b" "$jobs" > "$logs/build-b.log" 2>&1
-rc_b=$?
-wait "$pid_a"
-rc_a=$?
-if ((rc_a != 0 || rc_b != 0)); then
-  tail -20 "$logs/build-a.log" "$logs/build-b.log"
-  exit 1
-fi
+build_cli_pair "$base" "$repo" "$repo/build-ab" "$logs"
 
 default_ops="RMSNormFwdOp FusedAddRMSNormFwdOp LongRoPEFwdOp PerTokenGroupQuantFP8FwdOp \
   MoETopKRoutingFwdOp MoEPrePermuteFwdOp MoEPostPermuteFwdOp MoEGroupedGemmFwdOp \

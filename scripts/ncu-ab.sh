@@ -22,26 +22,10 @@ mkdir -p "$logs/ncu"
 export PATH="$PATH:/usr/local/cuda/bin"
 source "$repo/scripts/offline-deps.sh"
 source "$repo/scripts/cli-build.sh"
-jobs=$(($(nproc) / 2 > 1 ? $(nproc) / 2 : 1))
-
-build_cli "$base" "$repo/build-ncu-ab-a" "$jobs" > "$logs/build-a.log" 2>&1 &
-pid_a=$!
-build_cli "$repo" "$repo/build-ncu-ab-b" "$jobs" > "$logs/build-b.log" 2>&1
-rc_b=$?
-wait "$pid_a"
-rc_a=$?
-if ((rc_a != 0 || rc_b != 0)); then
-  tail -20 "$logs/build-a.log" "$logs/build-b.log"
-  exit 1
-fi
+build_cli_pair "$base" "$repo" "$repo/build-ncu-ab" "$logs"
 
 for entry in $cases; do
-  op=${entry%%:*}
-  workload=${entry#*:}
-  if [[ $op == "$entry" || -z $workload ]]; then
-    echo "ncu-ab: case '$entry' is not Op:workload" >&2
-    exit 2
-  fi
+  split_case ncu-ab "$entry"
   for round in $(seq 1 "${NCU_AB_ROUNDS:-2}"); do
     for side in a b; do
       ncu --metrics gpu__time_duration.sum --clock-control base --cache-control all -k "$kernel" \

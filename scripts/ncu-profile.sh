@@ -18,18 +18,13 @@ logs="${OUT:-$build/ncu-profile}"
 mkdir -p "$logs/reports"
 export PATH="$PATH:/usr/local/cuda/bin"
 cli="$build/tools/cli/tileops"
+source "$repo/scripts/cli-build.sh"
 if [[ ! -x $cli ]]; then
   source "$repo/scripts/offline-deps.sh"
-  source "$repo/scripts/cli-build.sh"
   build_cli "$repo" "$build" > "$logs/build.log" 2>&1 || { tail -30 "$logs/build.log"; exit 1; }
 fi
 for entry in $cases; do
-  op=${entry%%:*}
-  workload=${entry#*:}
-  if [[ $op == "$entry" || -z $workload ]]; then
-    echo "ncu-profile: case '$entry' is not Op:workload" >&2
-    exit 2
-  fi
+  split_case ncu-profile "$entry"
   report="$logs/reports/$op.$workload"
   timeout 300 ncu --set full --import-source no --cache-control all --clock-control none \
     -k "$kernel" --launch-skip "${NCU_PROFILE_SKIP:-3}" -c 1 -f -o "$report" \
