@@ -19,6 +19,7 @@
 // the checked call, compared with the reference run on the CPU copies, on the whole result or on
 // rows sampled by the case's seed when the whole reference would be too costly (bench_check.cpp).
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <charconv>

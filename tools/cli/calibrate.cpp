@@ -1,6 +1,7 @@
 // `tileops calibrate`: measures the hardware profile of a device (copy bandwidth, fp32 rate) and
 // saves it where profile_for() finds it.
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 

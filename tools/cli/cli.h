@@ -1,10 +1,9 @@
 // The `tileops` command: shared declarations of its subcommands and output helpers.
 #pragma once
 
-#include <CLI/CLI.hpp>
-
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,6 +14,12 @@
 #ifndef TILEOPS_VERSION_STRING
 #define TILEOPS_VERSION_STRING "0.1.0"
 #endif
+
+// CLI11 is header-only and costs about 10 s of compile time per source that includes it: only
+// the sources that declare options include it.
+namespace CLI {
+class App;
+}  // namespace CLI
 
 namespace tileops::cli {
 

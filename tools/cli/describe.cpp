@@ -1,6 +1,7 @@
 // `tileops describe <Op>`: the manifest entry of an op, as the library holds it, plus what is
 // registered for it (class, kernel types, targets, reference).
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 

@@ -5,6 +5,7 @@
 // times dispatch, combine, the layer and NCCL's all-to-all of the same bytes; rank 0 prints the
 // group's figures.
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>

@@ -1,5 +1,6 @@
 // Output formatting (table, JSON, CSV) and op-name helpers of the `tileops` command.
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cctype>

@@ -1,6 +1,7 @@
 // `tileops list`: every op of the manifest, with its family, status, the devices with an in-tree
 // implementation, and the targets registered for it.
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 

@@ -1,6 +1,7 @@
 // The `tileops` command: list, describe and benchmark the manifest's ops, calibrate the hardware
 // profile. See `tileops --help`.
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <exception>
